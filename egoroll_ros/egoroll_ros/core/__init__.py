@@ -1,0 +1,1 @@
+"""Pure cores of egoroll: numpy/torch only, no rclpy and no ROS message types."""

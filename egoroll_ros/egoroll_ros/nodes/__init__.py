@@ -1,0 +1,1 @@
+"""rclpy nodes: thin shells around the cores, one node per file, one console script each."""

@@ -1,0 +1,1 @@
+"""Policy backends (found through the ``egoroll_ros.policies`` entry-point group)."""

@@ -1,0 +1,1 @@
+"""Helpers for the rclpy shells: parameters, message conversion, node entry points."""

@@ -1,0 +1,123 @@
+"""Conversions between ROS messages and the plain data of :mod:`egoroll_ros.core.types`.
+
+The only place that knows both sides; nodes call these, cores never see a message.
+"""
+
+from __future__ import annotations
+
+from builtin_interfaces.msg import Duration, Time
+import numpy as np
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from egoroll_interfaces.msg import ActionChunk
+from egoroll_ros.core.types import Chunk, JointStateData, JointTrajectoryData
+from egoroll_ros.errors import TrajectoryError
+
+
+def time_to_sec(t: Time | Duration) -> float:
+    """A builtin_interfaces Time or Duration as float seconds."""
+    return float(t.sec) + float(t.nanosec) * 1e-9
+
+
+def sec_to_time(s: float) -> Time:
+    """Float seconds (>= 0) as a builtin_interfaces Time."""
+    ns = int(round(s * 1e9))
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def sec_to_duration(s: float) -> Duration:
+    """Float seconds as a builtin_interfaces Duration (nanosec always in [0, 1e9))."""
+    ns = int(round(s * 1e9))
+    return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def _field(points: list[JointTrajectoryPoint], attr: str, n_joints: int,
+           required: bool) -> np.ndarray | None:
+    rows = [getattr(p, attr) for p in points]
+    sizes = {len(r) for r in rows}
+    if sizes == {0} and not required:
+        return None
+    for i, r in enumerate(rows):
+        if len(r) != n_joints:
+            raise TrajectoryError(
+                'SIZE_MISMATCH',
+                f'point {i}: {attr} has {len(r)} values for {n_joints} joints')
+    return np.array([np.asarray(r, dtype=float) for r in rows], dtype=float).reshape(
+        len(rows), n_joints)
+
+
+def trajectory_from_msg(msg: JointTrajectory, stamp: float | None = None) -> JointTrajectoryData:
+    """Convert a JointTrajectory; ``stamp`` overrides ``msg.header.stamp``.
+
+    Raises:
+        TrajectoryError: ``EMPTY_TRAJECTORY`` or ``SIZE_MISMATCH`` (checked here because arrays
+            cannot hold ragged rows); every other check is the consumer's.
+    """
+    names = tuple(msg.joint_names)
+    if not msg.points:
+        raise TrajectoryError('EMPTY_TRAJECTORY', 'trajectory has no points')
+    n = len(names)
+    positions = _field(msg.points, 'positions', n, required=True)
+    velocities = _field(msg.points, 'velocities', n, required=False)
+    accelerations = _field(msg.points, 'accelerations', n, required=False)
+    times = np.array([time_to_sec(p.time_from_start) for p in msg.points], dtype=float)
+    return JointTrajectoryData(
+        joint_names=names, times=times, positions=positions, velocities=velocities,
+        accelerations=accelerations,
+        stamp=time_to_sec(msg.header.stamp) if stamp is None else stamp)
+
+
+def trajectory_to_msg(traj: JointTrajectoryData) -> JointTrajectory:
+    """Convert plain trajectory data to a JointTrajectory (header.stamp = ``traj.stamp``)."""
+    msg = JointTrajectory()
+    msg.header.stamp = sec_to_time(traj.stamp)
+    msg.joint_names = list(traj.joint_names)
+    points = []
+    for i in range(traj.num_points):
+        p = JointTrajectoryPoint()
+        p.positions = traj.positions[i].tolist()
+        if traj.velocities is not None:
+            p.velocities = traj.velocities[i].tolist()
+        if traj.accelerations is not None:
+            p.accelerations = traj.accelerations[i].tolist()
+        p.time_from_start = sec_to_duration(float(traj.times[i]))
+        points.append(p)
+    msg.points = points
+    return msg
+
+
+def chunk_from_msg(msg: ActionChunk) -> Chunk:
+    """Convert an ActionChunk (the header stamp is authoritative for the trajectory)."""
+    stamp = time_to_sec(msg.header.stamp)
+    return Chunk(sequence=int(msg.sequence), policy_id=msg.policy_id, stamp=stamp,
+                 trajectory=trajectory_from_msg(msg.trajectory, stamp=stamp),
+                 shadow=bool(msg.shadow), inference_latency=float(msg.inference_latency))
+
+
+def chunk_to_msg(chunk: Chunk, frame_id: str = '') -> ActionChunk:
+    """Convert a Chunk to an ActionChunk message."""
+    msg = ActionChunk()
+    msg.header.stamp = sec_to_time(chunk.stamp)
+    msg.header.frame_id = frame_id
+    msg.sequence = int(chunk.sequence)
+    msg.policy_id = chunk.policy_id
+    msg.inference_latency = float(chunk.inference_latency)
+    msg.shadow = bool(chunk.shadow)
+    msg.trajectory = trajectory_to_msg(chunk.trajectory)
+    return msg
+
+
+def joint_state_from_msg(msg: JointState, received: float) -> JointStateData:
+    """Convert a JointState; ``received`` is the steady-clock receipt time.
+
+    Raises:
+        TrajectoryError: ``SIZE_MISMATCH`` when names and positions differ in length.
+    """
+    if len(msg.position) != len(msg.name):
+        raise TrajectoryError('SIZE_MISMATCH', f'joint_states has {len(msg.name)} names and '
+                              f'{len(msg.position)} positions')
+    vel = np.asarray(msg.velocity, dtype=float) if len(msg.velocity) == len(msg.name) \
+        and len(msg.name) else None
+    return JointStateData(names=tuple(msg.name), positions=np.asarray(msg.position, dtype=float),
+                          velocities=vel, stamp=time_to_sec(msg.header.stamp), received=received)

@@ -1,0 +1,166 @@
+"""Declare node parameters once, with descriptors, and validate them at configure time.
+
+Every node lists its parameters as :class:`Param` specs; :func:`declare_params` declares them
+with a ``ParameterDescriptor`` (description, range, read-only) and returns validated values.
+Errors are :class:`~egoroll_ros.errors.ConfigError` naming the parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+import math
+from typing import Any
+
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rclpy.exceptions import (
+    InvalidParameterTypeException,
+    InvalidParameterValueException,
+    ParameterUninitializedException,
+)
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from egoroll_ros.errors import ConfigError
+
+_TYPES = {
+    bool: Parameter.Type.BOOL,
+    int: Parameter.Type.INTEGER,
+    float: Parameter.Type.DOUBLE,
+    str: Parameter.Type.STRING,
+    'bool[]': Parameter.Type.BOOL_ARRAY,
+    'int[]': Parameter.Type.INTEGER_ARRAY,
+    'float[]': Parameter.Type.DOUBLE_ARRAY,
+    'str[]': Parameter.Type.STRING_ARRAY,
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a node.
+
+    Attributes:
+        name: parameter name (dots allowed for groups, e.g. ``checks.max_step``).
+        type: ``bool``, ``int``, ``float``, ``str`` or one of ``'bool[]'``, ``'int[]'``,
+            ``'float[]'``, ``'str[]'``.
+        default: default value; ``None`` makes the parameter required.
+        description: what it does, with units.
+        min, max: inclusive range for numbers (each element for arrays).
+        choices: allowed values for strings.
+        read_only: changing it live makes no sense.
+        validate: extra check returning an error string or None.
+    """
+
+    name: str
+    type: Any
+    default: Any
+    description: str
+    min: float | None = None
+    max: float | None = None
+    choices: Sequence[str] | None = None
+    read_only: bool = False
+    validate: Callable[[Any], str | None] | None = None
+
+    def descriptor(self) -> ParameterDescriptor:
+        """The ROS parameter descriptor for this spec."""
+        desc = ParameterDescriptor(name=self.name, type=int(_TYPES[self.type]),
+                                   description=self.description, read_only=self.read_only)
+        if self.choices:
+            desc.additional_constraints = 'one of: ' + ', '.join(self.choices)
+        if self.type in (int, 'int[]') and (self.min is not None or self.max is not None):
+            desc.integer_range = [IntegerRange(
+                from_value=int(self.min if self.min is not None else -2**63),
+                to_value=int(self.max if self.max is not None else 2**63 - 1), step=0)]
+        elif self.type in (float, 'float[]') and (self.min is not None or self.max is not None):
+            desc.floating_point_range = [FloatingPointRange(
+                from_value=float(self.min if self.min is not None else -math.inf),
+                to_value=float(self.max if self.max is not None else math.inf), step=0.0)]
+        return desc
+
+
+def check_value(spec: Param, value: Any) -> Any:
+    """Validate one value against its spec and return it normalised.
+
+    Raises:
+        ConfigError: naming the parameter and what is wrong with it.
+    """
+    scalar_types = {bool: bool, int: int, float: float, str: str}
+    elem_types = {'bool[]': bool, 'int[]': int, 'float[]': float, 'str[]': str}
+    if spec.type in scalar_types:
+        if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, scalar_types[spec.type]) or (
+                spec.type is int and isinstance(value, bool)):
+            raise ConfigError(f"parameter '{spec.name}': expected {spec.type.__name__}, "
+                              f'got {value!r}')
+        items = [value]
+    else:
+        want = elem_types[spec.type]
+        value = list(value)
+        if want is float:
+            value = [float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+                     for v in value]
+        for v in value:
+            if not isinstance(v, want):
+                raise ConfigError(f"parameter '{spec.name}': expected a list of "
+                                  f'{want.__name__}, got element {v!r}')
+        items = value
+    for v in items:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"parameter '{spec.name}': {v!r} is not finite")
+        if spec.min is not None and isinstance(v, (int, float)) and v < spec.min:
+            raise ConfigError(f"parameter '{spec.name}': {v!r} is below the minimum {spec.min}")
+        if spec.max is not None and isinstance(v, (int, float)) and v > spec.max:
+            raise ConfigError(f"parameter '{spec.name}': {v!r} is above the maximum {spec.max}")
+        if spec.choices is not None and v not in spec.choices:
+            raise ConfigError(f"parameter '{spec.name}': {v!r} is not one of "
+                              f"{', '.join(spec.choices)}")
+    if spec.validate is not None:
+        problem = spec.validate(value)
+        if problem:
+            raise ConfigError(f"parameter '{spec.name}': {problem}")
+    return value
+
+
+def declare_params(node: Node, specs: Iterable[Param]) -> dict[str, Any]:
+    """Declare every spec on ``node`` and return ``{name: validated value}``.
+
+    Raises:
+        ConfigError: a required parameter is missing, or a value has the wrong type or range.
+    """
+    values: dict[str, Any] = {}
+    for spec in specs:
+        ptype = _TYPES[spec.type]
+        try:
+            if spec.default is None or (isinstance(spec.default, list) and not spec.default):
+                node.declare_parameter(spec.name, ptype, spec.descriptor())
+            else:
+                node.declare_parameter(spec.name, spec.default, spec.descriptor())
+            value = node.get_parameter(spec.name).value
+        except ParameterUninitializedException:
+            if spec.default is None:
+                raise ConfigError(f"parameter '{spec.name}' is required: {spec.description}") \
+                    from None
+            value = list(spec.default)
+        except InvalidParameterTypeException as exc:
+            raise ConfigError(f"parameter '{spec.name}': wrong type ({exc})") from None
+        except InvalidParameterValueException as exc:
+            raise ConfigError(f"parameter '{spec.name}': invalid value ({exc})") from None
+        if value is None:
+            if spec.default is None:
+                raise ConfigError(f"parameter '{spec.name}' is required: {spec.description}")
+            value = spec.default
+        values[spec.name] = check_value(spec, value)
+    return values
+
+
+def per_joint(values: Sequence[float], joints: Sequence[str], name: str) -> list[float]:
+    """Check that a per-joint parameter has exactly one value per joint.
+
+    Raises:
+        ConfigError: naming the parameter, the expected and the actual length.
+    """
+    if len(values) != len(joints):
+        raise ConfigError(f"parameter '{name}': needs one value per joint ({len(joints)}: "
+                          f"{', '.join(joints)}), got {len(values)}")
+    return list(values)

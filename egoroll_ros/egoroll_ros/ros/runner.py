@@ -1,0 +1,46 @@
+"""Entry-point helper shared by every node's ``main``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+import sys
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+
+from egoroll_ros.errors import EgorollError
+
+
+def run_node(factory: Callable[[], Node], args: list[str] | None = None,
+             num_threads: int | None = None) -> int:
+    """Create the node from ``factory`` and spin it on a MultiThreadedExecutor until shutdown.
+
+    Uses ``rclpy.init``/``try_shutdown`` explicitly (not the context-manager form) so the same
+    code runs on Humble. A configuration error raised by the factory is printed as one line and
+    gives exit status 2.
+
+    Returns:
+        The process exit status.
+    """
+    rclpy.init(args=args)
+    node = None
+    try:
+        node = factory()
+        executor = MultiThreadedExecutor(num_threads=num_threads)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except EgorollError as exc:
+        name = node.get_name() if node is not None else 'egoroll'
+        print(f'[{name}] FATAL: {type(exc).__name__}: {exc}', file=sys.stderr, flush=True)
+        return 2
+    finally:
+        if node is not None:
+            close = getattr(node, 'close', None)
+            if callable(close):
+                close()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

@@ -1,0 +1,11 @@
+"""Helpers for tests of real ROS graphs: in-process graphs, node subprocesses, waiting.
+
+No fixed sleeps: everything waits on a condition with a timeout. Pytest fixtures wrapping these
+live in :mod:`egoroll_ros.testing.pytest_plugin`.
+"""
+
+from egoroll_ros.testing.graph import MessageCollector, RosGraph, wait_until
+from egoroll_ros.testing.processes import NodeProcess, ProcessLauncher, executable_path
+
+__all__ = ['MessageCollector', 'NodeProcess', 'ProcessLauncher', 'RosGraph', 'executable_path',
+           'wait_until']
