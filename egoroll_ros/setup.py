@@ -42,6 +42,12 @@ setup(
             'policy_node = egoroll_ros.nodes.policy_node:main',
             'sim_camera = egoroll_ros.nodes.sim_camera:main',
         ],
-        'egoroll_ros.policies': [],
+        # Policy backends; other packages add theirs to this group.
+        'egoroll_ros.policies': [
+            'exported = egoroll_ros.policies.exported:ExportedPolicy',
+            'egoroll_act = egoroll_ros.policies.act:ActPolicy',
+            'isolated = egoroll_ros.policies.isolated:IsolatedPolicy',
+            'lerobot = egoroll_ros.policies.lerobot:LeRobotPolicy',
+        ],
     },
 )

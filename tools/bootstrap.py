@@ -9,6 +9,7 @@ second run with nothing changed takes seconds. Failures print one clear line, no
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 from pathlib import Path
@@ -155,9 +156,13 @@ def main() -> int:
     t0 = time.monotonic()
     try:
         check_python()
-        py = ensure_venv()
-        fix_cmake_paths(py)
-        build(py)
+        ROOT.joinpath('build').mkdir(exist_ok=True)
+        # Serialise concurrent set-ups of one checkout (parallel test runs share build/).
+        with open(ROOT / 'build' / '.egoroll-setup.lock', 'w') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            py = ensure_venv()
+            fix_cmake_paths(py)
+            build(py)
     except SetupError as exc:
         print(f'[setup] ERROR: {exc}', file=sys.stderr)
         return 1
