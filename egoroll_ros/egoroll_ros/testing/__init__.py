@@ -5,7 +5,7 @@ live in :mod:`egoroll_ros.testing.pytest_plugin`.
 """
 
 from egoroll_ros.testing.graph import MessageCollector, RosGraph, wait_until
-from egoroll_ros.testing.processes import NodeProcess, ProcessLauncher, executable_path
+from egoroll_ros.ros.processes import NodeProcess, ProcessLauncher, executable_path
 
 __all__ = ['MessageCollector', 'NodeProcess', 'ProcessLauncher', 'RosGraph', 'executable_path',
            'wait_until']

@@ -1,4 +1,7 @@
-"""Start installed egoroll console scripts as subprocesses and wait until they are discoverable."""
+"""Start installed egoroll console scripts as subprocesses and wait until they are discoverable.
+
+Used by `egoroll demo` to bring up the graph and by the test fixtures (egoroll_ros.testing).
+"""
 
 from __future__ import annotations
 
