@@ -1,0 +1,164 @@
+"""What a demo run observed, its summary and its plot (pure: numpy + matplotlib, no rclpy)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class VerdictRecord:
+    """One gate verdict as the demo saw it (``t``: seconds since the rollout started)."""
+
+    t: float
+    sequence: int
+    accepted: bool
+    needs_confirmation: bool
+    shadow: bool
+    forwarded: bool
+    summary: str
+    violations: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class TargetRecord:
+    """One task target: when it was shown, where, and when the tool reached it (or None)."""
+
+    t_set: float
+    position: list[float]
+    t_reached: float | None = None
+
+
+@dataclass
+class DemoLog:
+    """Time series and events of one demo run; times are seconds since the rollout started."""
+
+    joint_names: list[str]
+    t_measured: list[float] = field(default_factory=list)
+    measured: list[list[float]] = field(default_factory=list)
+    t_commanded: list[float] = field(default_factory=list)
+    commanded: list[list[float]] = field(default_factory=list)
+    verdicts: list[VerdictRecord] = field(default_factory=list)
+    targets: list[TargetRecord] = field(default_factory=list)
+    executor_errors: list[str] = field(default_factory=list)
+    gate_faults: list[str] = field(default_factory=list)
+    policy_faults: list[str] = field(default_factory=list)
+    inference_latencies: list[float] = field(default_factory=list)
+    gate_check_durations: list[float] = field(default_factory=list)
+
+
+def tracking_error(log: DemoLog) -> dict[str, float]:
+    """Max and RMS |commanded - measured| (rad or m), commanded sampled at measurement times."""
+    if len(log.t_commanded) < 2 or not log.t_measured:
+        return {'max': float('nan'), 'rms': float('nan')}
+    tc = np.asarray(log.t_commanded)
+    qc = np.asarray(log.commanded)
+    tm = np.asarray(log.t_measured)
+    qm = np.asarray(log.measured)
+    inside = (tm >= tc[0]) & (tm <= tc[-1])
+    if not inside.any():
+        return {'max': float('nan'), 'rms': float('nan')}
+    tm, qm = tm[inside], qm[inside]
+    interp = np.stack([np.interp(tm, tc, qc[:, j]) for j in range(qc.shape[1])], axis=1)
+    err = np.abs(interp - qm)
+    return {'max': float(err.max()), 'rms': float(np.sqrt(np.mean(err ** 2)))}
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {'count': 0}
+    arr = np.asarray(values)
+    return {'count': int(arr.size), 'p50': float(np.percentile(arr, 50)),
+            'p99': float(np.percentile(arr, 99)), 'max': float(arr.max())}
+
+
+def summarize(log: DemoLog, duration: float) -> dict[str, Any]:
+    """The report's summary: counts, success rate, rejections with reasons, failures."""
+    live = [v for v in log.verdicts if not v.shadow]
+    rejected = [v for v in live if not v.accepted]
+    reached = [t for t in log.targets if t.t_reached is not None]
+    finished = [t for t in log.targets if t.t_reached is not None or
+                duration - t.t_set >= 5.0]
+    reasons: dict[str, int] = {}
+    for v in rejected:
+        for viol in v.violations or [{'check': 'unknown'}]:
+            reasons[viol['check']] = reasons.get(viol['check'], 0) + 1
+    failures = []
+    if log.gate_faults:
+        failures.append('safety fault latched: ' + log.gate_faults[0])
+    if log.executor_errors:
+        failures.append('executor aborted: ' + log.executor_errors[0])
+    if log.policy_faults:
+        failures.append('policy fault: ' + log.policy_faults[0])
+    if not reached:
+        failures.append('no target was reached')
+    return {
+        'duration_s': duration,
+        'joint_names': log.joint_names,
+        'chunks_verdicted': len(live),
+        'chunks_accepted': len(live) - len(rejected),
+        'chunks_rejected': len(rejected),
+        'rejections': [{'t': v.t, 'sequence': v.sequence, 'summary': v.summary,
+                        'violations': v.violations} for v in rejected],
+        'rejections_by_check': reasons,
+        'targets_shown': len(log.targets),
+        'targets_reached': len(reached),
+        'success_rate': (len(reached) / len(finished)) if finished else 0.0,
+        'time_to_reach_s': [t.t_reached - t.t_set for t in reached],
+        'tracking_error': tracking_error(log),
+        'inference_latency_s': _percentiles(log.inference_latencies),
+        'gate_check_duration_s': _percentiles(log.gate_check_durations),
+        'executor_errors': log.executor_errors,
+        'gate_faults': log.gate_faults,
+        'policy_faults': log.policy_faults,
+        'failures': failures,
+        'ok': not failures,
+    }
+
+
+def plot(log: DemoLog, path: Path) -> None:
+    """Commanded vs measured joints, chunk boundaries and verdicts, targets reached."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    n = len(log.joint_names)
+    fig, axes = plt.subplots(n, 1, figsize=(11, 1.6 * n + 1.0), sharex=True, squeeze=False)
+    qm = np.asarray(log.measured) if log.measured else np.zeros((0, n))
+    qc = np.asarray(log.commanded) if log.commanded else np.zeros((0, n))
+    for j, ax in enumerate(axes[:, 0]):
+        if len(qc):
+            ax.plot(log.t_commanded, qc[:, j], color='tab:blue', lw=1.0, label='commanded')
+        if len(qm):
+            ax.plot(log.t_measured, qm[:, j], color='tab:orange', lw=1.0, ls='--',
+                    label='measured')
+        for v in log.verdicts:
+            if v.shadow:
+                continue
+            ax.axvline(v.t, color='tab:green' if v.accepted else 'tab:red', lw=0.4,
+                       alpha=0.35 if v.accepted else 0.9)
+        for t in log.targets:
+            if t.t_reached is not None:
+                ax.axvline(t.t_reached, color='k', lw=1.0, ls=':')
+        ax.set_ylabel(log.joint_names[j], rotation=0, ha='right', fontsize=8)
+    axes[0, 0].legend(loc='upper right', fontsize=8)
+    axes[0, 0].set_title('commanded vs measured; green/red lines: accepted/rejected chunks; '
+                         'dotted: target reached', fontsize=9)
+    axes[-1, 0].set_xlabel('time since start [s]')
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write_report(log: DemoLog, duration: float, out_dir: Path) -> dict[str, Any]:
+    """Write ``summary.json`` and ``joints.png`` into ``out_dir``; return the summary."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary = summarize(log, duration)
+    (out_dir / 'summary.json').write_text(json.dumps(summary, indent=2) + '\n')
+    plot(log, out_dir / 'joints.png')
+    return summary
