@@ -20,7 +20,7 @@ import tempfile
 
 import pytest
 
-from egoroll_ros.testing.graph import RosGraph
+from egoroll_ros.ros.graph import RosGraph
 from egoroll_ros.ros.processes import ProcessLauncher
 
 _DOMAIN_LOCK = None

@@ -1,4 +1,4 @@
-"""An in-process ROS graph on its own context and MultiThreadedExecutor."""
+"""An in-process ROS graph on its own context and MultiThreadedExecutor (tests and the demo)."""
 
 from __future__ import annotations
 
