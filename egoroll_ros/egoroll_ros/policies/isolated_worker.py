@@ -1,0 +1,69 @@
+"""Child side of the ``isolated`` backend: ``python -m egoroll_ros.policies.isolated_worker``.
+
+Reads request frames (:mod:`egoroll_ros.policies.protocol`) on stdin and answers on the
+original stdout; anything the policy prints goes to stderr. Requests:
+``{"op": "load", "backend", "path", "options"}``, ``{"op": "reset"}``,
+``{"op": "predict", "stamp", "extras"}`` with arrays ``state`` and ``image:<camera>``,
+``{"op": "close"}``. Replies: ``{"ok": true, ...}`` or
+``{"ok": false, "error_type", "message"}``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import numpy as np
+
+
+def main() -> int:
+    """Serve requests until ``close`` or end of input."""
+    out = os.fdopen(os.dup(1), 'wb', buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    inp = sys.stdin.buffer
+
+    from egoroll_ros.policies.base import Observation, load_backend
+    from egoroll_ros.policies.protocol import EndOfStreamError, encode_frame, read_frame_blocking
+
+    policy = None
+    while True:
+        try:
+            req, arrays = read_frame_blocking(inp)
+        except EndOfStreamError:
+            return 0
+        op = req.get('op')
+        try:
+            if op == 'load':
+                cls = load_backend(str(req['backend']))
+                policy = cls.load(req['path'], **dict(req.get('options') or {}))
+                out.write(encode_frame({'ok': True, 'metadata': policy.metadata.to_json()}))
+            elif op == 'reset':
+                policy.reset()
+                out.write(encode_frame({'ok': True}))
+            elif op == 'predict':
+                images = {k.split(':', 1)[1]: v for k, v in arrays.items()
+                          if k.startswith('image:')}
+                extras = {k: np.asarray(v, dtype=float)
+                          for k, v in (req.get('extras') or {}).items()}
+                obs = Observation(images=images, state=arrays['state'], extras=extras,
+                                  stamp=float(req.get('stamp', 0.0)))
+                chunk = np.asarray(policy.predict_chunk(obs), dtype=np.float64)
+                out.write(encode_frame({'ok': True}, {'chunk': chunk}))
+            elif op == 'close':
+                if policy is not None:
+                    policy.close()
+                out.write(encode_frame({'ok': True}))
+                return 0
+            else:
+                out.write(encode_frame({'ok': False, 'error_type': 'ProtocolError',
+                                        'message': f'unknown op {op!r}'}))
+        except Exception as exc:  # noqa: BLE001 - every failure is reported to the parent
+            traceback.print_exc(file=sys.stderr)
+            out.write(encode_frame({'ok': False, 'error_type': type(exc).__name__,
+                                    'message': str(exc) or repr(exc)}))
+
+
+if __name__ == '__main__':
+    sys.exit(main())
