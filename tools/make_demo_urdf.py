@@ -73,7 +73,7 @@ COLORS = {
 }
 
 # Scene camera of each robot: eye position and the point it looks at, in base_link.
-CAMERA_ARM = ((1.15, 0.55, 0.85), (0.35, 0.0, 0.25))
+CAMERA_ARM = ((1.1, 0.5, 0.8), (0.3, 0.0, 0.3))
 CAMERA_BIMANUAL = ((1.3, 0.0, 1.1), (0.35, 0.0, 0.25))
 BIMANUAL_Y = 0.25  # each arm's offset from the base centre (0.5 m apart)
 
