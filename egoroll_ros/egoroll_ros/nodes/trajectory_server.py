@@ -1,13 +1,367 @@
-"""trajectory_server node (not implemented yet)."""
+"""trajectory_server: the ExecuteTrajectory action server and its control loop.
 
-import sys
+A thin shell around :mod:`egoroll_ros.core.executor`. Invalid goals are ACCEPTED and then
+aborted at once with their error code and message (rclpy's goal callback can only accept or
+reject, without a reason, so a rejection could not tell the client why). A rejected goal never
+affects the running one.
+
+Threads: a dedicated control thread ticks the core on absolute ``time.monotonic()`` deadlines
+and publishes each setpoint while holding the same lock the cancel callback takes, so once a
+cancel has been processed (and before its result is sent) no setpoint of the old trajectory can
+go out. Execute callbacks wait for their goal's outcome on an event (one executor thread per
+live goal; the action server has its own reentrant callback group).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+import numpy as np
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from egoroll_interfaces.action import ExecuteTrajectory
+from egoroll_ros.core.executor import (
+    CODES,
+    IDLE_OUTPUTS,
+    STOP_BEHAVIORS,
+    ExecutorConfig,
+    ExecutorCore,
+    Outcome,
+    TickResult,
+    validate_goal,
+)
+from egoroll_ros.core.trajectory import INTERPOLATIONS
+from egoroll_ros.errors import TrajectoryError
+from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, trajectory_from_msg
+from egoroll_ros.ros.params import Param, declare_params, per_joint
+from egoroll_ros.ros.runner import run_node
+
+COMMAND_INTERFACES = ('joint_state', 'float64_multi_array', 'joint_trajectory')
+
+PARAMS = [
+    Param('joints', 'str[]', None, 'Controlled joints, in command order.', read_only=True),
+    Param('control_rate', float, 200.0, 'Setpoint rate of the control loop (Hz).',
+          min=1.0, max=1000.0, read_only=True),
+    Param('command_interface', str, 'joint_state',
+          'Type on `command`: joint_state (sensor_msgs/JointState stream), float64_multi_array '
+          '(std_msgs/Float64MultiArray stream) or joint_trajectory (forward the spliced '
+          'trajectory to a joint_trajectory_controller).', choices=COMMAND_INTERFACES,
+          read_only=True),
+    Param('state_timeout', float, 0.1, 'Max age of joint_states (s, steady clock) to accept '
+          'a goal or keep executing.', min=0.001, max=10.0, read_only=True),
+    Param('command_timeout', float, 0.0, 'Max time between goals while executing (s); '
+          '0 = off.', min=0.0, max=3600.0, read_only=True),
+    Param('path_tolerance', 'float[]', [], 'Per-joint max |measured - setpoint| while '
+          'executing (rad or m); 0 = unchecked; empty = all unchecked.', min=0.0,
+          read_only=True),
+    Param('goal_tolerance', 'float[]', [], 'Per-joint max |measured - final point| at the end '
+          '(rad or m); 0 = unchecked; empty = all unchecked.', min=0.0, read_only=True),
+    Param('goal_time_tolerance', float, 0.5, 'How long after the last point to wait for the '
+          'goal tolerance (s).', min=0.0, max=60.0, read_only=True),
+    Param('max_velocity', 'float[]', None, 'Per-joint max setpoint speed (rad/s or m/s).',
+          min=1e-6, read_only=True),
+    Param('max_acceleration', 'float[]', None, 'Per-joint deceleration for stop_behavior '
+          'decelerate (rad/s^2 or m/s^2).', min=1e-6, read_only=True),
+    Param('stop_behavior', str, 'hold', 'On cancel or abort: hold the current setpoint, or '
+          'decelerate at max_acceleration.', choices=STOP_BEHAVIORS, read_only=True),
+    Param('idle_output', str, 'hold', 'When not executing: keep publishing the hold setpoint, '
+          'or go silent.', choices=IDLE_OUTPUTS, read_only=True),
+    Param('interpolation', str, 'auto', 'auto (quintic with accelerations, else cubic), '
+          'linear, cubic or quintic.', choices=INTERPOLATIONS, read_only=True),
+    Param('feedback_rate', float, 20.0, 'Action feedback rate (Hz).', min=0.1, max=1000.0,
+          read_only=True),
+    Param('planned_rate', float, 10.0, 'Rate of executor/planned (Hz).', min=0.1, max=1000.0,
+          read_only=True),
+    Param('diagnostics_rate', float, 1.0, 'Rate of /diagnostics (Hz).', min=0.01, max=100.0,
+          read_only=True),
+]
+
+
+class _Waiter:
+    def __init__(self, handle: object) -> None:
+        self.handle = handle
+        self.event = threading.Event()
+        self.outcome: Outcome | None = None
+
+
+class TrajectoryServer(Node):
+    """The ``execute_trajectory`` action server (see the module docstring)."""
+
+    def __init__(self, node_name: str = 'trajectory_server', **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        p = declare_params(self, PARAMS)
+        joints = tuple(p['joints'])
+        for name in ('max_velocity', 'max_acceleration'):
+            per_joint(p[name], joints, name)
+        for name in ('path_tolerance', 'goal_tolerance'):
+            if p[name]:
+                per_joint(p[name], joints, name)
+        self.config = ExecutorConfig(
+            joints=joints, control_rate=p['control_rate'], state_timeout=p['state_timeout'],
+            command_timeout=p['command_timeout'], path_tolerance=tuple(p['path_tolerance']),
+            goal_tolerance=tuple(p['goal_tolerance']),
+            goal_time_tolerance=p['goal_time_tolerance'],
+            max_velocity=tuple(p['max_velocity']),
+            max_acceleration=tuple(p['max_acceleration']), stop_behavior=p['stop_behavior'],
+            idle_output=p['idle_output'], interpolation=p['interpolation'])
+        self.interface = p['command_interface']
+        rate = self.config.control_rate
+        self._feedback_every = max(1, round(rate / p['feedback_rate']))
+        self._planned_every = max(1, round(rate / p['planned_rate']))
+        self._diag_every = max(1, round(rate / p['diagnostics_rate']))
+
+        self.core = ExecutorCore(self.config)
+        self._lock = threading.Lock()
+        self._waiters: dict[bytes, _Waiter] = {}
+        self._warned: set[str] = set()
+
+        cmd_type = {'joint_state': JointState, 'float64_multi_array': Float64MultiArray,
+                    'joint_trajectory': JointTrajectory}[self.interface]
+        self._command_pub = self.create_publisher(cmd_type, 'command', 10)
+        self._commanded_pub = self.create_publisher(JointState, 'executor/commanded', 10)
+        self._planned_pub = self.create_publisher(JointState, 'executor/planned', 10)
+        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._state_sub = self.create_subscription(
+            JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data,
+            callback_group=MutuallyExclusiveCallbackGroup())
+        self._action = ActionServer(
+            self, ExecuteTrajectory, 'execute_trajectory',
+            execute_callback=self._execute, goal_callback=lambda _goal: GoalResponse.ACCEPT,
+            cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
+
+        self._running = True
+        self._thread = threading.Thread(target=self._control_loop, name='control_loop',
+                                        daemon=True)
+        self._thread.start()
+        self.get_logger().info(
+            f'executing on {len(joints)} joints at {rate:g} Hz, command interface '
+            f'{self.interface}, stop {self.config.stop_behavior}')
+
+    # ----- inputs -------------------------------------------------------------------------
+    def _warn_once(self, key: str, text: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.get_logger().warning(text)
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        now = time.monotonic()
+        index = {n: i for i, n in enumerate(msg.name)}
+        try:
+            order = [index[j] for j in self.config.joints]
+        except KeyError as exc:
+            self._warn_once('missing', f'joint_states lacks joint {exc}; ignored')
+            return
+        if len(msg.position) != len(msg.name):
+            self._warn_once('size', 'joint_states names and positions differ in size; ignored')
+            return
+        pos = np.asarray(msg.position, dtype=float)[order]
+        vel = np.asarray(msg.velocity, dtype=float)[order] \
+            if len(msg.velocity) == len(msg.name) else None
+        if not np.all(np.isfinite(pos)):
+            self._warn_once('finite', 'joint_states has non-finite positions; ignored')
+            return
+        with self._lock:
+            self.core.update_measured(pos, vel, now)
+
+    def _execute(self, goal_handle) -> ExecuteTrajectory.Result:  # noqa: ANN001
+        key = bytes(goal_handle.goal_id.uuid)
+        req = goal_handle.request
+        try:
+            traj = trajectory_from_msg(req.trajectory)
+            with self._lock:
+                goal = validate_goal(
+                    traj, int(req.sequence), req.source, config=self.config,
+                    last_sequence=self.core.last_sequence,
+                    ros_now=self.get_clock().now().nanoseconds * 1e-9,
+                    mono_now=time.monotonic(), measured=self.core.measured)
+                waiter = _Waiter(goal_handle)
+                self._waiters[key] = waiter
+                self.core.submit(goal, key)
+        except TrajectoryError as exc:
+            self.get_logger().warning(f'goal sequence {req.sequence} from '
+                                      f'{req.source or "?"} refused: {exc.code}: {exc}')
+            with self._lock:
+                self.core.last_error = f'sequence {req.sequence}: {exc.code}: {exc}'
+            goal_handle.abort()
+            return ExecuteTrajectory.Result(error_code=CODES.get(exc.code, -1),
+                                            error_string=f'{exc.code}: {exc}')
+        while not waiter.event.wait(0.5):
+            if not self._running and waiter.outcome is None:
+                break
+        out = waiter.outcome
+        if out is None:
+            out = Outcome(key, 'SHUTDOWN', 'the server is shutting down', 0, goal.sequence)
+        result = ExecuteTrajectory.Result(error_code=CODES[out.code],
+                                          error_string=f'{out.code}: {out.message}',
+                                          points_executed=out.points_executed)
+        try:
+            if out.code == 'SUCCESSFUL':
+                goal_handle.succeed()
+            elif out.code == 'CANCELED':
+                # The cancel callback ran already; the server marks the goal CANCELING right
+                # after it returns.
+                deadline = time.monotonic() + 2.0
+                while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
+                    time.sleep(0.0005)
+                if goal_handle.is_cancel_requested:
+                    goal_handle.canceled()
+                else:
+                    goal_handle.abort()
+            else:
+                goal_handle.abort()
+        except Exception as exc:  # noqa: BLE001 - shutdown races; the result is still returned
+            self.get_logger().debug(f'could not set the goal state: {exc}')
+        return result
+
+    def _on_cancel(self, goal_handle) -> CancelResponse:  # noqa: ANN001
+        key = bytes(goal_handle.goal_id.uuid)
+        with self._lock:
+            ok = self.core.cancel(key, time.monotonic())
+            outcomes = self.core.take_outcomes()
+        self._dispatch(outcomes)
+        return CancelResponse.ACCEPT if ok else CancelResponse.REJECT
+
+    def _dispatch(self, outcomes: list[Outcome]) -> None:
+        for out in outcomes:
+            waiter = self._waiters.pop(out.key, None)
+            if out.code not in ('SUCCESSFUL', 'PREEMPTED', 'CANCELED'):
+                self.get_logger().warning(f'goal sequence {out.sequence} ended {out.code}: '
+                                          f'{out.message}')
+            if waiter is not None:
+                waiter.outcome = out
+                waiter.event.set()
+
+    # ----- the control loop ---------------------------------------------------------------
+    def _control_loop(self) -> None:
+        period = self.config.period
+        t0 = time.monotonic()
+        k = 0
+        while self._running:
+            deadline = t0 + k * period
+            delay = deadline - time.monotonic()
+            if delay > 0.0:
+                time.sleep(delay)
+            now = time.monotonic()
+            missed = int((now - deadline) / period)
+            if missed >= 1:
+                k += missed
+                deadline = t0 + k * period
+            k += 1
+            try:
+                self._tick(deadline, now, missed)
+            except Exception as exc:  # noqa: BLE001 - the loop must survive; reported
+                self._warn_once('tick', f'control tick failed: {type(exc).__name__}: {exc}')
+                if not self.context.ok():
+                    return
+
+    def _tick(self, t: float, now: float, missed: int) -> None:
+        ros_now = self.get_clock().now().nanoseconds * 1e-9 - (now - t)
+        with self._lock:
+            if missed:
+                self.core.note_late_tick(missed)
+            res = self.core.tick(t)
+            self._publish(res, t, ros_now)
+            n = self.core.ticks
+            diag = self.core.diagnostics(t) if n % self._diag_every == 0 else None
+            motion = self.core.motion
+        self._dispatch(res.outcomes)
+        if res.feedback is not None and n % self._feedback_every == 0:
+            self._send_feedback(res, ros_now)
+        if motion is not None and n % self._planned_every == 0:
+            final = motion.sample(motion.end_time)[0]
+            msg = JointState(name=list(self.config.joints), position=final.tolist())
+            msg.header.stamp = sec_to_time(ros_now)
+            self._planned_pub.publish(msg)
+        if diag is not None:
+            self._publish_diagnostics(diag, ros_now)
+
+    def _publish(self, res: TickResult, t: float, ros_now: float) -> None:
+        """Publish the tick's setpoint (called with the lock held)."""
+        sp = res.setpoint
+        if sp is not None:
+            msg = JointState(name=list(self.config.joints), position=sp.positions.tolist(),
+                             velocity=sp.velocities.tolist())
+            msg.header.stamp = sec_to_time(ros_now)
+            if self.interface == 'joint_state':
+                self._command_pub.publish(msg)
+            elif self.interface == 'float64_multi_array':
+                self._command_pub.publish(Float64MultiArray(data=sp.positions.tolist()))
+            self._commanded_pub.publish(msg)
+        if self.interface == 'joint_trajectory' and res.motion_changed and \
+                self.core.motion is not None:
+            self._command_pub.publish(self._forward_msg(t, ros_now))
+
+    def _forward_msg(self, t: float, ros_now: float) -> JointTrajectory:
+        times, pos, vel, acc = self.core.motion.knots()
+        keep = times > t
+        msg = JointTrajectory(joint_names=list(self.config.joints))
+        msg.header.stamp = sec_to_time(ros_now)
+        if not np.any(keep):
+            times = np.array([t + self.config.period])
+            pos, vel, acc = pos[-1:], np.zeros_like(pos[-1:]), np.zeros_like(pos[-1:])
+        else:
+            times, pos, vel, acc = times[keep], pos[keep], vel[keep], acc[keep]
+        msg.points = [JointTrajectoryPoint(
+            positions=pos[i].tolist(), velocities=vel[i].tolist(),
+            accelerations=acc[i].tolist(), time_from_start=sec_to_duration(times[i] - t))
+            for i in range(len(times))]
+        return msg
+
+    def _send_feedback(self, res: TickResult, ros_now: float) -> None:
+        fb = res.feedback
+        waiter = self._waiters.get(fb.key)
+        if waiter is None:
+            return
+        msg = ExecuteTrajectory.Feedback(sequence=fb.sequence,
+                                         joint_names=list(self.config.joints),
+                                         desired=fb.desired.tolist(),
+                                         current_point=int(fb.current_point))
+        msg.header.stamp = sec_to_time(ros_now)
+        if fb.actual is not None:
+            msg.actual = fb.actual.tolist()
+            msg.error = (fb.desired - fb.actual).tolist()
+        try:
+            waiter.handle.publish_feedback(msg)
+        except Exception:  # noqa: BLE001 - the goal may have ended meanwhile
+            pass
+
+    def _publish_diagnostics(self, values: dict[str, str], ros_now: float) -> None:
+        status = DiagnosticStatus(name=f'{self.get_name()}: executor', hardware_id='')
+        status.level = DiagnosticStatus.WARN if values['last_error'] else DiagnosticStatus.OK
+        status.message = values['state'] + (f' ({values["last_error"]})'
+                                            if values['last_error'] else '')
+        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = sec_to_time(ros_now)
+        self._diag_pub.publish(msg)
+
+    def close(self) -> None:
+        """Stop the control loop and end every goal with SHUTDOWN (safe to call twice)."""
+        if not self._running:
+            return
+        self._running = False
+        self._thread.join(timeout=2.0)
+        with self._lock:
+            self.core.halt(time.monotonic(), 'SHUTDOWN', 'the server is shutting down')
+            outcomes = self.core.take_outcomes()
+        self._dispatch(outcomes)
 
 
 def main(args: list[str] | None = None) -> int:
-    """Entry point of the ``trajectory_server``  console script."""
-    print('trajectory_server: not implemented yet', file=sys.stderr)
-    return 2
+    """Entry point of the ``trajectory_server`` console script."""
+    return run_node(lambda: TrajectoryServer(), args, num_threads=8)
 
 
 if __name__ == '__main__':
+    import sys
+
     sys.exit(main())
+

@@ -1,0 +1,584 @@
+"""The trajectory executor's logic: goal validation and the control state machine.
+
+Pure module (numpy only), driven by explicit time arguments so tests run in milliseconds. The
+``trajectory_server`` node owns one :class:`ExecutorCore`, calls :func:`validate_goal` for each
+goal, :meth:`ExecutorCore.submit` / :meth:`ExecutorCore.cancel` from its action callbacks and
+:meth:`ExecutorCore.tick` from its control thread, all under ONE lock that also covers the
+publish of the tick's setpoint. That lock is what makes "stop means stop" hold: once
+``cancel`` has returned, every later tick samples the stop motion, never the old trajectory.
+
+All times given to :class:`ExecutorCore` are steady-clock seconds (``time.monotonic()``).
+Goal point times are converted to that clock once, at validation.
+
+Error codes are the names of the ``ExecuteTrajectory`` result constants (see :data:`CODES`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import math
+from typing import Any
+
+import numpy as np
+
+from egoroll_ros.core.trajectory import (
+    INTERPOLATIONS,
+    DecelerationStop,
+    PiecewiseTrajectory,
+    hold,
+    max_speed_ratio,
+    splice,
+)
+from egoroll_ros.core.types import JointTrajectoryData
+from egoroll_ros.errors import ConfigError, TrajectoryError
+
+#: The ExecuteTrajectory result constants, by name (checked against the .action by a test).
+CODES: dict[str, int] = {
+    'SUCCESSFUL': 0, 'INVALID_GOAL': -1, 'INVALID_JOINTS': -2, 'SIZE_MISMATCH': -3,
+    'NON_FINITE': -4, 'TIME_NOT_INCREASING': -5, 'EMPTY_TRAJECTORY': -6, 'OLD_SEQUENCE': -7,
+    'TRAJECTORY_IN_PAST': -8, 'NO_STATE': -9, 'STALE_STATE': -10, 'PREEMPTED': -11,
+    'CANCELED': -12, 'PATH_TOLERANCE_VIOLATED': -13, 'GOAL_TOLERANCE_VIOLATED': -14,
+    'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17,
+}
+
+STOP_BEHAVIORS = ('hold', 'decelerate')
+IDLE_OUTPUTS = ('hold', 'silent')
+
+# States of the executor.
+IDLE = 'idle'            # nothing commanded yet (or silent after a stop)
+EXECUTING = 'executing'  # following a goal's trajectory
+STOPPING = 'stopping'    # decelerating after cancel/abort
+HOLDING = 'holding'      # at rest at the hold setpoint
+
+# Relative slack of the per-tick step guard (floating point only, never a tolerance).
+STEP_SLACK = 1e-6
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Executor settings (see ``config/trajectory_server.yaml`` for each one's meaning).
+
+    Per-joint arrays have one value per joint; a tolerance of 0 disables that joint's check.
+    """
+
+    joints: tuple[str, ...]
+    control_rate: float = 200.0
+    state_timeout: float = 0.1
+    command_timeout: float = 0.0
+    path_tolerance: tuple[float, ...] = ()
+    goal_tolerance: tuple[float, ...] = ()
+    goal_time_tolerance: float = 0.5
+    max_velocity: tuple[float, ...] = ()
+    max_acceleration: tuple[float, ...] = ()
+    stop_behavior: str = 'hold'
+    idle_output: str = 'hold'
+    interpolation: str = 'auto'
+
+    def __post_init__(self) -> None:
+        joints = tuple(self.joints)
+        object.__setattr__(self, 'joints', joints)
+        if not joints:
+            raise ConfigError("parameter 'joints': at least one joint is required")
+        if len(set(joints)) != len(joints):
+            raise ConfigError("parameter 'joints': duplicate joint names")
+        n = len(joints)
+        defaults = {'path_tolerance': 0.0, 'goal_tolerance': 0.0}
+        for name in ('path_tolerance', 'goal_tolerance', 'max_velocity', 'max_acceleration'):
+            values = tuple(float(v) for v in getattr(self, name))
+            if not values and name in defaults:
+                values = (defaults[name],) * n
+            if len(values) != n:
+                raise ConfigError(f"parameter '{name}': needs one value per joint ({n}), "
+                                  f'got {len(values)}')
+            if not all(math.isfinite(v) for v in values):
+                raise ConfigError(f"parameter '{name}': values must be finite")
+            if name.startswith('max_') and any(v <= 0.0 for v in values):
+                raise ConfigError(f"parameter '{name}': every value must be > 0")
+            if any(v < 0.0 for v in values):
+                raise ConfigError(f"parameter '{name}': values must be >= 0")
+            object.__setattr__(self, name, values)
+        if not 1.0 <= self.control_rate <= 1000.0:
+            raise ConfigError("parameter 'control_rate': must be in [1, 1000] Hz")
+        if not self.state_timeout > 0.0:
+            raise ConfigError("parameter 'state_timeout': must be > 0")
+        if self.command_timeout < 0.0:
+            raise ConfigError("parameter 'command_timeout': must be >= 0 (0 = off)")
+        if self.goal_time_tolerance < 0.0:
+            raise ConfigError("parameter 'goal_time_tolerance': must be >= 0")
+        if self.stop_behavior not in STOP_BEHAVIORS:
+            raise ConfigError(f"parameter 'stop_behavior': must be one of {STOP_BEHAVIORS}")
+        if self.idle_output not in IDLE_OUTPUTS:
+            raise ConfigError(f"parameter 'idle_output': must be one of {IDLE_OUTPUTS}")
+        if self.interpolation not in INTERPOLATIONS:
+            raise ConfigError(f"parameter 'interpolation': must be one of {INTERPOLATIONS}")
+
+    @property
+    def period(self) -> float:
+        """Control period in seconds."""
+        return 1.0 / self.control_rate
+
+
+@dataclass(frozen=True)
+class ValidGoal:
+    """A validated goal, columns in the configured joint order, times on the steady clock.
+
+    Attributes:
+        sequence: the goal's sequence.
+        source: who sent it.
+        times: shape (N,), steady-clock time of every point of the goal as received.
+        positions: shape (N, J); velocities, accelerations: shape (N, J) or None.
+        received: steady-clock time the goal was validated.
+    """
+
+    sequence: int
+    source: str
+    times: np.ndarray
+    positions: np.ndarray
+    velocities: np.ndarray | None
+    accelerations: np.ndarray | None
+    received: float
+
+
+@dataclass(frozen=True)
+class MeasuredState:
+    """Measured joint positions in the configured order, with their steady-clock receipt time."""
+
+    positions: np.ndarray
+    velocities: np.ndarray | None
+    received: float
+
+
+def validate_goal(traj: JointTrajectoryData, sequence: int, source: str, *,
+                  config: ExecutorConfig, last_sequence: int | None, ros_now: float,
+                  mono_now: float, measured: MeasuredState | None) -> ValidGoal:
+    """Check a goal and convert it to steady-clock times in the configured joint order.
+
+    ``traj.stamp`` is time zero of the points on the ROS clock (0 = on receipt, i.e.
+    ``ros_now``); it maps to the steady clock as ``mono_now - (ros_now - stamp)``.
+
+    Checks, in order: joint names (``INVALID_JOINTS``), finite values (``NON_FINITE``), strictly
+    increasing times (``TIME_NOT_INCREASING``), sequence newer than ``last_sequence``
+    (``OLD_SEQUENCE``), joint state present (``NO_STATE``) and fresh (``STALE_STATE``), and at
+    least one point in the future (``TRAJECTORY_IN_PAST``). Empty trajectories and ragged sizes
+    are caught when the message is converted (``EMPTY_TRAJECTORY``, ``SIZE_MISMATCH``); they are
+    checked again here for plain data.
+
+    Raises:
+        TrajectoryError: with the code of the first failed check and a message naming it.
+    """
+    names = list(traj.joint_names)
+    if traj.num_points == 0:
+        raise TrajectoryError('EMPTY_TRAJECTORY', 'trajectory has no points')
+    dup = sorted({n for n in names if names.count(n) > 1})
+    unknown = [n for n in names if n not in config.joints]
+    missing = [n for n in config.joints if n not in names]
+    if dup or unknown or missing:
+        parts = []
+        if dup:
+            parts.append('duplicate: ' + ', '.join(dup))
+        if unknown:
+            parts.append('unknown: ' + ', '.join(unknown))
+        if missing:
+            parts.append('missing: ' + ', '.join(missing))
+        raise TrajectoryError('INVALID_JOINTS', 'joint names do not match the configured '
+                              'joints (' + '; '.join(parts) + ')')
+    n_pts, n_j = traj.num_points, len(names)
+    for label, arr in (('positions', traj.positions), ('velocities', traj.velocities),
+                       ('accelerations', traj.accelerations)):
+        if arr is not None and arr.shape != (n_pts, n_j):
+            raise TrajectoryError('SIZE_MISMATCH', f'{label} has shape {arr.shape}, expected '
+                                  f'({n_pts}, {n_j})')
+    times = np.asarray(traj.times, dtype=float)
+    if times.shape != (n_pts,):
+        raise TrajectoryError('SIZE_MISMATCH', f'{len(times)} times for {n_pts} points')
+    for label, arr in (('time_from_start', times), ('positions', traj.positions),
+                       ('velocities', traj.velocities),
+                       ('accelerations', traj.accelerations)):
+        if arr is not None and not np.all(np.isfinite(arr)):
+            bad = np.argwhere(~np.isfinite(arr))[0]
+            raise TrajectoryError('NON_FINITE', f'{label} is not finite at point {int(bad[0])}')
+    if not math.isfinite(traj.stamp):
+        raise TrajectoryError('NON_FINITE', 'header.stamp is not finite')
+    if n_pts > 1:
+        steps = np.diff(times)
+        if np.any(steps <= 0.0):
+            i = int(np.argmax(steps <= 0.0)) + 1
+            raise TrajectoryError('TIME_NOT_INCREASING', f'time_from_start of point {i} '
+                                  f'({times[i]:.6f} s) is not after point {i - 1} '
+                                  f'({times[i - 1]:.6f} s)')
+    if last_sequence is not None and sequence <= last_sequence:
+        raise TrajectoryError('OLD_SEQUENCE', f'sequence {sequence} is not newer than the last '
+                              f'accepted sequence {last_sequence}')
+    if measured is None:
+        raise TrajectoryError('NO_STATE', 'no joint_states with every configured joint '
+                              'received yet')
+    age = mono_now - measured.received
+    if age > config.state_timeout:
+        raise TrajectoryError('STALE_STATE', f'joint_states is {age:.3f} s old (state_timeout '
+                              f'{config.state_timeout:.3f} s)')
+    stamp = ros_now if traj.stamp == 0.0 else traj.stamp
+    abs_times = mono_now - (ros_now - stamp) + times
+    if abs_times[-1] <= mono_now:
+        raise TrajectoryError('TRAJECTORY_IN_PAST', f'every point is in the past (the last one '
+                              f'{mono_now - abs_times[-1]:.3f} s ago)')
+    order = [names.index(j) for j in config.joints]
+
+    def cols(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else np.asarray(a, dtype=float)[:, order].copy()
+
+    return ValidGoal(sequence=int(sequence), source=source, times=abs_times,
+                     positions=cols(traj.positions), velocities=cols(traj.velocities),
+                     accelerations=cols(traj.accelerations), received=mono_now)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a goal ended. ``key`` is the caller's handle for the goal."""
+
+    key: Any
+    code: str
+    message: str
+    points_executed: int
+    sequence: int
+
+
+@dataclass(frozen=True)
+class Setpoint:
+    """One commanded setpoint (configured joint order) at steady-clock time ``time``."""
+
+    time: float
+    positions: np.ndarray
+    velocities: np.ndarray
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Progress of the active goal at one tick."""
+
+    key: Any
+    sequence: int
+    desired: np.ndarray
+    actual: np.ndarray | None
+    current_point: int
+
+
+@dataclass
+class TickResult:
+    """What one control tick produced.
+
+    Attributes:
+        setpoint: the setpoint to publish, or None (silent).
+        outcomes: goals that ended at this tick (or since the last tick).
+        feedback: progress of the active goal, or None.
+        motion_changed: the followed motion changed (acceptance, preemption, stop): a
+            trajectory-forwarding interface must send :attr:`ExecutorCore.motion` again.
+    """
+
+    setpoint: Setpoint | None
+    outcomes: list[Outcome] = field(default_factory=list)
+    feedback: Feedback | None = None
+    motion_changed: bool = False
+
+
+@dataclass
+class _Active:
+    key: Any
+    goal: ValidGoal
+
+    def points_reached(self, t: float) -> int:
+        return int(np.searchsorted(self.goal.times, t, side='right'))
+
+
+class ExecutorCore:
+    """The executor state machine (one active goal; a newer goal preempts at the next tick).
+
+    Not thread-safe by itself: the caller serialises every call (and the publish of each tick's
+    setpoint) with one lock.
+    """
+
+    def __init__(self, config: ExecutorConfig) -> None:
+        self.config = config
+        self.n = len(config.joints)
+        self._vmax = np.array(config.max_velocity)
+        self._amax = np.array(config.max_acceleration)
+        self._path_tol = np.array(config.path_tolerance)
+        self._goal_tol = np.array(config.goal_tolerance)
+        self.state = IDLE
+        self.motion: PiecewiseTrajectory | DecelerationStop | None = None
+        self._active: _Active | None = None
+        self._pending: _Active | None = None
+        self._doomed: _Active | None = None  # active goal replaced by an accepted pending one
+        self._last: Setpoint | None = None
+        self._continuous = False  # whether the next setpoint must respect the step bound
+        self._measured: MeasuredState | None = None
+        self._outcomes: list[Outcome] = []
+        self._motion_changed = False
+        self.last_sequence: int | None = None
+        self.last_error = ''
+        self.late_ticks = 0
+        self.ticks = 0
+
+    # ----- inputs -------------------------------------------------------------------------
+    @property
+    def measured(self) -> MeasuredState | None:
+        """The last measured state (None before the first complete joint_states)."""
+        return self._measured
+
+    def update_measured(self, positions: np.ndarray, velocities: np.ndarray | None,
+                        received: float) -> None:
+        """Record a joint_states measurement (configured order, steady-clock receipt time)."""
+        self._measured = MeasuredState(np.asarray(positions, dtype=float),
+                                       None if velocities is None else
+                                       np.asarray(velocities, dtype=float), float(received))
+
+    @property
+    def active_sequence(self) -> int | None:
+        """Sequence of the goal being executed (or about to be), else None."""
+        g = self._pending or self._active
+        return None if g is None else g.goal.sequence
+
+    def has_goal(self, key: Any) -> bool:
+        """Whether ``key`` is the pending or active goal."""
+        return any(g is not None and g.key == key for g in (self._pending, self._active))
+
+    def submit(self, goal: ValidGoal, key: Any) -> None:
+        """Accept a validated goal: it replaces the running goal at the next tick.
+
+        A goal still pending from before ends PREEMPTED now; the running one ends PREEMPTED at
+        the next tick (or when the new one is canceled first).
+        """
+        if self.last_sequence is not None and goal.sequence <= self.last_sequence:
+            raise TrajectoryError('OLD_SEQUENCE', f'sequence {goal.sequence} is not newer than '
+                                  f'{self.last_sequence}')
+        self.last_sequence = goal.sequence
+        if self._pending is not None:
+            self._end(self._pending, 'PREEMPTED', f'replaced by sequence {goal.sequence}',
+                      goal.received)
+        self._pending = _Active(key, goal)
+
+    def cancel(self, key: Any, now: float) -> bool:
+        """Cancel goal ``key``; the switch to the stop motion happens here, before returning.
+
+        Canceling the pending goal also stops the goal it was about to replace (that one
+        ends PREEMPTED). Returns False when ``key`` is neither pending nor active.
+        """
+        if self._pending is not None and self._pending.key == key:
+            self._end(self._pending, 'CANCELED', 'canceled before it started', now)
+            self._pending = None
+            if self._active is not None:
+                self._end(self._active, 'PREEMPTED', 'replaced by a goal that was canceled', now)
+                self._active = None
+                self._stop(now)
+            return True
+        if self._active is not None and self._active.key == key:
+            self._end(self._active, 'CANCELED', f'canceled; {self.config.stop_behavior}', now)
+            self._active = None
+            self._stop(now)
+            return True
+        return False
+
+    def halt(self, now: float, code: str, message: str) -> None:
+        """End every goal with ``code`` and stop (e.g. ``SHUTDOWN``)."""
+        for g in (self._pending, self._active):
+            if g is not None:
+                self._end(g, code, message, now)
+        self._pending = self._active = None
+        if self.state in (EXECUTING, STOPPING):
+            self._stop(now)
+
+    def take_outcomes(self) -> list[Outcome]:
+        """Goals that ended since the last call (or tick)."""
+        out, self._outcomes = self._outcomes, []
+        return out
+
+    # ----- the control tick ---------------------------------------------------------------
+    def tick(self, now: float) -> TickResult:
+        """Advance to steady-clock time ``now`` and return the setpoint to publish."""
+        self.ticks += 1
+        if self._pending is not None:
+            self._adopt(now)
+        if self._active is not None:
+            self._watchdogs(now)
+        setpoint = self._sample(now)
+        feedback = None
+        if self._active is not None and setpoint is not None:
+            setpoint = self._check_tracking(now, setpoint)
+        if self._active is not None and setpoint is not None:
+            a = self._active
+            feedback = Feedback(a.key, a.goal.sequence, setpoint.positions,
+                                None if self._measured is None else self._measured.positions,
+                                min(a.points_reached(now), len(a.goal.times)))
+        if self.state == STOPPING and self.motion is not None and now >= self.motion.end_time:
+            self.state = HOLDING
+        if setpoint is not None and self.state == HOLDING and \
+                self.config.idle_output == 'silent':
+            setpoint = None
+        if setpoint is not None:
+            self._last = setpoint
+        changed, self._motion_changed = self._motion_changed, False
+        return TickResult(setpoint, self.take_outcomes(), feedback, changed)
+
+    def note_late_tick(self, missed: int = 1) -> None:
+        """Count control deadlines that were missed."""
+        self.late_ticks += missed
+
+    def diagnostics(self, now: float) -> dict[str, str]:
+        """Key/value status for /diagnostics."""
+        age = 'never' if self._measured is None else f'{now - self._measured.received:.3f}'
+        return {'state': self.state,
+                'active_sequence': '' if self.active_sequence is None
+                else str(self.active_sequence),
+                'last_sequence': '' if self.last_sequence is None else str(self.last_sequence),
+                'late_ticks': str(self.late_ticks), 'ticks': str(self.ticks),
+                'last_error': self.last_error, 'joint_state_age': age}
+
+    # ----- internals ----------------------------------------------------------------------
+    def _end(self, g: _Active, code: str, message: str, now: float) -> None:
+        if code != 'SUCCESSFUL' and code not in ('PREEMPTED', 'CANCELED'):
+            self.last_error = f'sequence {g.goal.sequence}: {code}: {message}'
+        self._outcomes.append(Outcome(g.key, code, message,
+                                      min(g.points_reached(now), len(g.goal.times)),
+                                      g.goal.sequence))
+
+    def _current_state(self, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        if self.motion is None:
+            return None
+        return self.motion.sample(now)
+
+    def _set_motion(self, motion: PiecewiseTrajectory | DecelerationStop) -> None:
+        self.motion = motion
+        self._motion_changed = True
+
+    def _stop(self, now: float, at: np.ndarray | None = None) -> None:
+        """Switch to the stop motion now (hold at ``at`` or per stop_behavior)."""
+        if at is not None:
+            self._set_motion(hold(now, at))
+            self.state = HOLDING
+            self._continuous = False
+            return
+        cur = self._current_state(now)
+        if cur is None:
+            if self._measured is None:
+                self.motion = None
+                self.state = IDLE
+                return
+            cur = (self._measured.positions, np.zeros(self.n), np.zeros(self.n))
+        if self.config.stop_behavior == 'decelerate' and np.any(cur[1] != 0.0):
+            self._set_motion(DecelerationStop(now, cur[0], cur[1], self._amax))
+            self.state = STOPPING
+        else:
+            self._set_motion(hold(now, cur[0]))
+            self.state = HOLDING
+        self._continuous = True
+
+    def _adopt(self, now: float) -> None:
+        new, self._pending = self._pending, None
+        old, self._active = self._active, None
+        if old is not None:
+            self._end(old, 'PREEMPTED', f'replaced by sequence {new.goal.sequence}', now)
+        g = new.goal
+        if self.state == EXECUTING and self.motion is not None:
+            q, v, a = self.motion.sample(now)
+            continuous = True
+        else:
+            # After a halt (or at start): from the MEASURED positions, never a stale setpoint.
+            m = self._measured
+            if m is None or now - m.received > self.config.state_timeout:
+                self._end(new, 'STALE_STATE' if m else 'NO_STATE',
+                          'no fresh joint_states to start from', now)
+                self._stop(now)
+                return
+            q = m.positions.copy()
+            v = self.motion.sample(now)[1] if self.state == STOPPING and self.motion else \
+                np.zeros(self.n)
+            a = np.zeros(self.n)
+            continuous = False
+        try:
+            traj, _ = splice(now, q, v, a, g.times, g.positions, g.velocities,
+                             g.accelerations, self.config.interpolation)
+        except TrajectoryError as exc:
+            self._end(new, exc.code, str(exc), now)
+            self._stop(now)
+            return
+        ratio, j, t = max_speed_ratio(traj, self._vmax, now, self.config.period / 4.0)
+        if ratio > 1.0 + STEP_SLACK:
+            self._end(new, 'LIMIT_VIOLATED', f'joint {self.config.joints[j]} would move at '
+                      f'{ratio:.2f} x its max_velocity {self._vmax[j]:g} rad/s '
+                      f'{t - now:.3f} s after the start', now)
+            self._stop(now)
+            return
+        self._active = new
+        self._set_motion(traj)
+        self.state = EXECUTING
+        self._continuous = continuous
+
+    def _watchdogs(self, now: float) -> None:
+        cfg = self.config
+        m = self._measured
+        if m is None or now - m.received > cfg.state_timeout:
+            age = 'never received' if m is None else f'{now - m.received:.3f} s old'
+            self._end(self._active, 'STALE_STATE', f'joint_states {age} (state_timeout '
+                      f'{cfg.state_timeout:g} s); holding', now)
+            self._active = None
+            self._stop(now)
+            return
+        if cfg.command_timeout > 0.0 and now - self._active.goal.received > cfg.command_timeout:
+            self._end(self._active, 'COMMAND_TIMEOUT', f'no new goal for '
+                      f'{now - self._active.goal.received:.3f} s (command_timeout '
+                      f'{cfg.command_timeout:g} s); holding', now)
+            self._active = None
+            self._stop(now)
+
+    def _sample(self, now: float) -> Setpoint | None:
+        if self.motion is None:
+            return None
+        q, v, _ = self.motion.sample(now)
+        sp = Setpoint(now, q, v)
+        if self._continuous and self._last is not None and self.state in (EXECUTING, STOPPING):
+            dt = max(now - self._last.time, 0.0)
+            bound = self._vmax * dt * (1.0 + STEP_SLACK) + 1e-12
+            step = np.abs(q - self._last.positions)
+            if np.any(step > bound):
+                j = int(np.argmax(step - bound))
+                msg = (f'setpoint step of joint {self.config.joints[j]} {step[j]:.6f} exceeds '
+                       f'max_velocity x dt {bound[j]:.6f}; holding')
+                if self._active is not None:
+                    self._end(self._active, 'LIMIT_VIOLATED', msg, now)
+                    self._active = None
+                else:
+                    self.last_error = msg
+                self._stop(now, at=self._last.positions)
+                return Setpoint(now, self._last.positions.copy(), np.zeros(self.n))
+        self._continuous = True
+        return sp
+
+    def _check_tracking(self, now: float, sp: Setpoint) -> Setpoint:
+        a = self._active
+        m = self._measured
+        err = np.abs(m.positions - sp.positions)
+        active = self._path_tol > 0.0
+        if now < self.motion.end_time and np.any(active & (err > self._path_tol)):
+            j = int(np.argmax(np.where(active, err - self._path_tol, -np.inf)))
+            self._end(a, 'PATH_TOLERANCE_VIOLATED', f'joint {self.config.joints[j]} is '
+                      f'{err[j]:.4f} from the setpoint (path_tolerance '
+                      f'{self._path_tol[j]:g}); holding at the measured position', now)
+            self._active = None
+            self._stop(now, at=m.positions)
+            return Setpoint(now, m.positions.copy(), np.zeros(self.n))
+        if now >= self.motion.end_time:
+            final = self.motion.sample(self.motion.end_time)[0]
+            gerr = np.abs(m.positions - final)
+            gactive = self._goal_tol > 0.0
+            if not np.any(gactive & (gerr > self._goal_tol)):
+                self._end(a, 'SUCCESSFUL', f'sequence {a.goal.sequence} from '
+                          f'{a.goal.source or "?"} reached the goal', now)
+                self._active = None
+                self.state = HOLDING
+            elif now > self.motion.end_time + self.config.goal_time_tolerance:
+                j = int(np.argmax(np.where(gactive, gerr - self._goal_tol, -np.inf)))
+                self._end(a, 'GOAL_TOLERANCE_VIOLATED', f'joint {self.config.joints[j]} is '
+                          f'{gerr[j]:.4f} from the goal (goal_tolerance {self._goal_tol[j]:g}) '
+                          f'{self.config.goal_time_tolerance:g} s after the end; holding', now)
+                self._active = None
+                self.state = HOLDING
+        return sp

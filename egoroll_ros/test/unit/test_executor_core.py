@@ -1,0 +1,289 @@
+"""Executor core: goal validation codes and the state machine, driven by explicit times."""
+
+import numpy as np
+import pytest
+
+from egoroll_ros.core.executor import (
+    HOLDING,
+    STOPPING,
+    ExecutorConfig,
+    ExecutorCore,
+    MeasuredState,
+    validate_goal,
+)
+from egoroll_ros.core.types import JointTrajectoryData
+from egoroll_ros.errors import ConfigError, TrajectoryError
+
+J = ('a', 'b')
+RATE = 100.0
+DT = 1.0 / RATE
+
+
+def _cfg(**kw):
+    base = dict(joints=J, control_rate=RATE, state_timeout=0.1, max_velocity=(2.0, 2.0),
+                max_acceleration=(10.0, 10.0))
+    base.update(kw)
+    return ExecutorConfig(**base)
+
+
+def _traj(times, pos, names=J, stamp=0.0, vel=None):
+    return JointTrajectoryData(joint_names=tuple(names), times=np.asarray(times, float),
+                               positions=np.asarray(pos, float), stamp=stamp,
+                               velocities=None if vel is None else np.asarray(vel, float))
+
+
+STATE = MeasuredState(np.zeros(2), None, 100.0)
+
+
+def _validate(traj, seq=1, last=None, measured=STATE, mono=100.0, ros=1000.0, cfg=None):
+    return validate_goal(traj, seq, 'test', config=cfg or _cfg(), last_sequence=last,
+                         ros_now=ros, mono_now=mono, measured=measured)
+
+
+def _code(fn):
+    with pytest.raises(TrajectoryError) as err:
+        fn()
+    return err.value.code
+
+
+GOOD = _traj([0.5, 1.0], [[0.1, 0.1], [0.2, 0.2]])
+
+
+@pytest.mark.parametrize('traj,code', [
+    (_traj([], np.zeros((0, 2))), 'EMPTY_TRAJECTORY'),
+    (_traj([0.5], [[0.0, 0.0]], names=('a', 'x')), 'INVALID_JOINTS'),
+    (_traj([0.5], [[0.0]], names=('a',)), 'INVALID_JOINTS'),
+    (_traj([0.5], [[0.0, 0.0, 0.0]], names=('a', 'b', 'a')), 'INVALID_JOINTS'),
+    (_traj([0.5], [[0.0, np.nan]]), 'NON_FINITE'),
+    (_traj([np.inf], [[0.0, 0.0]]), 'NON_FINITE'),
+    (_traj([0.5], [[0.0, 0.0]], vel=[[0.0, np.inf]]), 'NON_FINITE'),
+    (_traj([0.5, 0.5], [[0.0, 0.0], [0.1, 0.1]]), 'TIME_NOT_INCREASING'),
+    (_traj([0.5, 0.4], [[0.0, 0.0], [0.1, 0.1]]), 'TIME_NOT_INCREASING'),
+    (_traj([0.5], [[0.0, 0.0]], vel=[[0.0]]), 'SIZE_MISMATCH'),
+    (_traj([0.1, 0.2], [[0.0, 0.0], [0.1, 0.1]], stamp=990.0), 'TRAJECTORY_IN_PAST'),
+])
+def test_invalid_goal_is_refused_with_its_code(traj, code):
+    assert _code(lambda: _validate(traj)) == code
+
+
+def test_goal_sequence_must_be_newer_than_the_last_accepted():
+    assert _code(lambda: _validate(GOOD, seq=5, last=5)) == 'OLD_SEQUENCE'
+    assert _code(lambda: _validate(GOOD, seq=4, last=5)) == 'OLD_SEQUENCE'
+    assert _validate(GOOD, seq=6, last=5).sequence == 6
+
+
+def test_goal_without_or_with_stale_joint_states_is_refused():
+    assert _code(lambda: _validate(GOOD, measured=None)) == 'NO_STATE'
+    old = MeasuredState(np.zeros(2), None, 99.0)
+    assert _code(lambda: _validate(GOOD, measured=old)) == 'STALE_STATE'
+
+
+def test_goal_times_count_from_the_stamp_and_columns_follow_the_config():
+    traj = _traj([0.5, 1.0], [[1.0, 2.0], [3.0, 4.0]], names=('b', 'a'), stamp=999.8)
+    g = _validate(traj)
+    np.testing.assert_allclose(g.times, [100.3, 100.8])
+    np.testing.assert_array_equal(g.positions, [[2.0, 1.0], [4.0, 3.0]])
+    g0 = _validate(_traj([0.5], [[0.0, 0.0]]))
+    np.testing.assert_allclose(g0.times, [100.5])  # zero stamp = on receipt
+
+
+def test_bad_config_names_the_parameter():
+    with pytest.raises(ConfigError, match='max_velocity'):
+        _cfg(max_velocity=(1.0,))
+    with pytest.raises(ConfigError, match='stop_behavior'):
+        _cfg(stop_behavior='coast')
+    with pytest.raises(ConfigError, match='path_tolerance'):
+        _cfg(path_tolerance=(-1.0, 0.0))
+
+
+class Rig:
+    """A core with a perfectly tracking fake robot, stepped tick by tick."""
+
+    def __init__(self, **kw):
+        self.core = ExecutorCore(_cfg(**kw))
+        self.t = 100.0
+        self.q = np.zeros(2)
+        self.track = True
+        self.setpoints = []
+        self.outcomes = []
+        self.core.update_measured(self.q, None, self.t)
+
+    def goal(self, times, pos, seq, key=None, **kw):
+        g = validate_goal(_traj(times, pos, **kw), seq, 't', config=self.core.config,
+                          last_sequence=self.core.last_sequence, ros_now=self.t,
+                          mono_now=self.t, measured=self.core.measured)
+        self.core.submit(g, key if key is not None else seq)
+        return g
+
+    def run(self, seconds, fresh=True):
+        for _ in range(int(round(seconds / DT))):
+            self.t += DT
+            if fresh:
+                self.core.update_measured(self.q, None, self.t)
+            res = self.core.tick(self.t)
+            self.outcomes += res.outcomes
+            if res.setpoint is not None:
+                self.setpoints.append(res.setpoint)
+                if self.track:
+                    self.q = res.setpoint.positions.copy()
+        return self
+
+    def codes(self):
+        return [(o.key, o.code) for o in self.outcomes]
+
+
+def test_goal_executes_to_success_and_reaches_the_last_point():
+    rig = Rig(goal_tolerance=(0.01, 0.01))
+    rig.goal([0.5, 1.0], [[0.2, 0.1], [0.4, 0.3]], seq=1)
+    rig.run(1.2)
+    assert rig.codes() == [(1, 'SUCCESSFUL')]
+    assert rig.outcomes[0].points_executed == 2
+    np.testing.assert_allclose(rig.setpoints[-1].positions, [0.4, 0.3])
+    assert rig.core.state == HOLDING
+
+
+def test_newer_goal_preempts_at_the_next_tick_without_a_step():
+    rig = Rig()
+    rig.goal([1.0, 2.0], [[0.5, 0.5], [1.0, 1.0]], seq=1)
+    rig.run(0.6)
+    n = len(rig.setpoints)
+    rig.goal([0.5, 1.0], [[-0.2, 0.0], [0.0, 0.0]], seq=2)
+    assert rig.codes() == []
+    rig.run(DT)
+    assert rig.codes() == [(1, 'PREEMPTED')]
+    rig.run(1.5)
+    assert rig.codes()[-1] == (2, 'SUCCESSFUL')
+    pos = np.array([s.positions for s in rig.setpoints])
+    assert np.max(np.abs(np.diff(pos, axis=0))) <= 2.0 * DT * (1 + 1e-6)
+    # the first setpoint after the switch continues the old one
+    assert np.max(np.abs(pos[n] - pos[n - 1])) <= 2.0 * DT
+
+
+def test_cancel_switches_to_hold_before_it_returns():
+    rig = Rig()
+    rig.goal([1.0, 2.0], [[0.5, 0.5], [1.0, 1.0]], seq=1)
+    rig.run(0.5)
+    last = rig.setpoints[-1].positions.copy()
+    assert rig.core.cancel(1, rig.t)
+    assert [o.code for o in rig.core.take_outcomes()] == ['CANCELED']
+    rig.run(0.3)
+    for s in rig.setpoints[-30:]:
+        np.testing.assert_array_equal(s.positions, last)
+
+
+def test_cancel_of_the_pending_goal_stops_the_goal_it_replaced():
+    rig = Rig()
+    rig.goal([1.0, 2.0], [[0.5, 0.5], [1.0, 1.0]], seq=1)
+    rig.run(0.5)
+    rig.goal([1.0], [[0.1, 0.1]], seq=2)
+    assert rig.core.cancel(2, rig.t)
+    assert sorted(o.code for o in rig.core.take_outcomes()) == ['CANCELED', 'PREEMPTED']
+    first = rig.run(DT).setpoints[-1].positions.copy()
+    rig.run(0.2)
+    np.testing.assert_array_equal(rig.setpoints[-1].positions, first)
+
+
+def test_cancel_decelerates_within_acceleration_limits():
+    rig = Rig(stop_behavior='decelerate', max_acceleration=(5.0, 5.0))
+    rig.goal([1.0, 2.0], [[1.0, 1.0], [2.0, 2.0]], seq=1)
+    rig.run(0.9)
+    assert rig.core.cancel(1, rig.t)
+    assert rig.core.state == STOPPING
+    n = len(rig.setpoints)
+    rig.run(1.0)
+    vel = np.array([s.velocities for s in rig.setpoints[n:]])
+    assert np.all(np.abs(np.diff(vel, axis=0)) <= 5.0 * DT + 1e-9)
+    assert np.all(vel[-1] == 0.0) and rig.core.state == HOLDING
+
+
+def test_path_violation_aborts_and_holds_at_the_measured_position():
+    rig = Rig(path_tolerance=(0.05, 0.05))
+    rig.goal([1.0], [[1.0, 1.0]], seq=1)
+    rig.run(0.2)
+    rig.track = False  # the robot freezes
+    rig.run(0.8)
+    assert rig.codes() == [(1, 'PATH_TOLERANCE_VIOLATED')]
+    np.testing.assert_array_equal(rig.setpoints[-1].positions, rig.q)
+
+
+def test_goal_tolerance_waits_goal_time_tolerance_then_aborts():
+    rig = Rig(goal_tolerance=(0.01, 0.01), goal_time_tolerance=0.2)
+    rig.goal([0.5], [[0.5, 0.5]], seq=1)
+    rig.track = False
+    rig.run(0.6)
+    assert rig.codes() == []
+    rig.run(0.2)
+    assert rig.codes() == [(1, 'GOAL_TOLERANCE_VIOLATED')]
+
+
+def test_stale_joint_states_abort_execution_and_hold():
+    rig = Rig()
+    rig.goal([1.0], [[1.0, 1.0]], seq=1)
+    rig.run(0.2)
+    rig.run(0.2, fresh=False)
+    assert rig.codes() == [(1, 'STALE_STATE')]
+    assert rig.core.state == HOLDING
+
+
+def test_command_timeout_aborts_when_no_new_goal_arrives():
+    rig = Rig(command_timeout=0.3)
+    rig.goal([2.0], [[1.0, 1.0]], seq=1)
+    rig.run(0.25)
+    assert rig.codes() == []
+    rig.run(0.1)
+    assert rig.codes() == [(1, 'COMMAND_TIMEOUT')]
+
+
+def test_new_execution_after_a_halt_starts_from_the_measured_position():
+    rig = Rig()
+    rig.goal([1.0], [[1.0, 1.0]], seq=1)
+    rig.run(0.5)
+    rig.core.cancel(1, rig.t)
+    rig.q = np.array([0.05, -0.05])  # the robot sagged away from the hold setpoint
+    rig.track = False
+    rig.run(0.1)
+    rig.goal([1.0], [[0.0, 0.0]], seq=2)
+    rig.run(DT)
+    np.testing.assert_allclose(rig.setpoints[-1].positions, rig.q, atol=2.0 * DT)
+
+
+def test_a_splice_faster_than_max_velocity_is_refused_with_limit_violated():
+    rig = Rig()
+    rig.goal([0.1], [[1.0, 0.0]], seq=1)
+    rig.run(DT)
+    assert rig.codes() == [(1, 'LIMIT_VIOLATED')]
+    assert 'joint a' in rig.outcomes[0].message
+
+
+def test_past_points_are_dropped_and_counted_as_executed():
+    rig = Rig()
+    g = validate_goal(_traj([0.1, 0.2, 0.6], [[0.0, 0.0], [0.0, 0.0], [0.3, 0.3]],
+                            stamp=rig.t - 0.3), 1, 't', config=rig.core.config,
+                      last_sequence=None, ros_now=rig.t, mono_now=rig.t,
+                      measured=rig.core.measured)
+    rig.core.submit(g, 1)
+    rig.run(DT)
+    assert rig.core.motion.times[1] == pytest.approx(rig.t - DT + 0.3)
+    rig.run(0.4)
+    assert rig.codes() == [(1, 'SUCCESSFUL')]
+    assert rig.outcomes[0].points_executed == 3
+
+
+def test_idle_output_silent_publishes_nothing_when_holding():
+    rig = Rig(idle_output='silent')
+    rig.run(0.1)
+    assert rig.setpoints == []
+    rig.goal([0.3], [[0.1, 0.1]], seq=1)
+    rig.run(0.5)
+    n = len(rig.setpoints)
+    rig.run(0.2)
+    assert len(rig.setpoints) == n and n > 0
+
+
+def test_halt_ends_every_goal_with_its_code():
+    rig = Rig()
+    rig.goal([1.0], [[0.5, 0.5]], seq=1)
+    rig.run(0.1)
+    rig.goal([1.0], [[0.5, 0.5]], seq=2)
+    rig.core.halt(rig.t, 'SHUTDOWN', 'bye')
+    assert sorted(rig.core.take_outcomes(), key=lambda o: o.key)[1].code == 'SHUTDOWN'
