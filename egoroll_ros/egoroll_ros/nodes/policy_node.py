@@ -1,12 +1,578 @@
-"""policy_node node (not implemented yet)."""
+"""policy_node: live inputs -> observation -> policy -> stamped ``policy/chunk``.
 
+A lifecycle node. Configure loads and validates the checkpoint; ``policy/preflight`` runs one
+inference and publishes it as a shadow chunk; ``policy/start`` starts the live rollout (only
+after a passing preflight within ``preflight_validity`` s); ``policy/stop`` stops it. Inference
+runs in one dedicated worker thread at ``query_frequency`` with absolute deadlines, never in a
+callback. The logic lives in the pure cores (:mod:`egoroll_ros.core.observation`,
+:mod:`egoroll_ros.core.rollout`, :mod:`egoroll_ros.core.debounce`, :mod:`egoroll_ros.policies`).
+
+Chunk stamp: the node's ROS-clock time at which the observation was assembled from inputs that
+were all within their max age (header stamps of the inputs are not trusted for this: a driver
+publishing zero or foreign stamps would otherwise shift every chunk).
+"""
+
+from __future__ import annotations
+
+import math
+import re
 import sys
+import threading
+import time
+from typing import Any
+
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
+from std_srvs.srv import Trigger
+
+from egoroll_interfaces.msg import ActionChunk, RolloutStatus
+from egoroll_ros.core.debounce import ButtonDebouncer
+from egoroll_ros.core.observation import (
+    JOINT_STATES,
+    QUEST_JOY,
+    QUEST_LEFT,
+    QUEST_RIGHT,
+    CameraConfig,
+    LatestInputs,
+    ObservationBuilder,
+    Quest,
+    StaleInputError,
+    camera_input,
+    unwrap_continuous,
+)
+from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
+from egoroll_ros.core.types import Chunk, JointTrajectoryData
+from egoroll_ros.errors import (
+    CheckpointError,
+    ConfigError,
+    EgorollError,
+    InputError,
+    TrajectoryError,
+)
+from egoroll_ros.policies.base import (
+    Observation,
+    Policy,
+    PolicyError,
+    check_chunk,
+    load_backend,
+    validate_metadata,
+)
+from egoroll_ros.ros.convert import chunk_to_msg, joint_state_from_msg, time_to_sec
+from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.runner import run_node
+
+_HEX64 = re.compile(r'^[0-9a-f]{64}$')
+
+
+def _fp_ok(v: str) -> str | None:
+    return None if v == '' or _HEX64.match(v) else 'must be empty or 64 lowercase hex digits'
+
+
+PARAMS = [
+    Param('joints', 'str[]', None, 'Controlled joints, in order = state and action columns.',
+          read_only=True),
+    Param('continuous_joints', 'str[]', [], 'Joints without limits (subset of joints) whose '
+          'chunk targets are unwrapped relative to the measured state.', read_only=True),
+    Param('policy.backend', str, 'egoroll_act', "Backend: an 'egoroll_ros.policies' entry "
+          "point (exported, egoroll_act, lerobot, ...) or 'package.module:Class'.",
+          read_only=True),
+    Param('policy.path', str, '', 'Checkpoint directory; empty: the installed demo policy '
+          '(share/egoroll_ros/policies/demo).', read_only=True),
+    Param('policy.expected_fingerprint', str, '', 'sha256 the checkpoint must have; empty: '
+          'not checked (a warning is logged).', read_only=True, validate=_fp_ok),
+    Param('policy.isolated', bool, False, 'Run the backend in a separate Python process.',
+          read_only=True),
+    Param('policy.python_executable', str, '', 'Interpreter of the isolated process (another '
+          "venv's bin/python); empty: this one.", read_only=True),
+    Param('policy.request_timeout', float, 2.0, 'Isolated: seconds allowed per inference.',
+          min=0.001, max=600.0, read_only=True),
+    Param('policy.load_timeout', float, 120.0, 'Isolated: seconds allowed to load.',
+          min=0.1, max=3600.0, read_only=True),
+    Param('policy.num_threads', int, 0, 'torch intra-op threads for the built-in backends '
+          '(0: torch default).', min=0, max=256, read_only=True),
+    Param('cameras.names', 'str[]', [], 'Camera names; camera <n> is read from '
+          'camera/<n>/image_raw (or .../image_raw/compressed).', read_only=True),
+    Param('cameras.heights', 'int[]', [], 'Expected frame height of each camera (pixels).',
+          min=1, max=16384, read_only=True),
+    Param('cameras.widths', 'int[]', [], 'Expected frame width of each camera (pixels).',
+          min=1, max=16384, read_only=True),
+    Param('cameras.compressed', 'bool[]', [], 'Per camera: subscribe to the compressed topic '
+          '(empty: all raw).', read_only=True),
+    Param('query_frequency', float, 10.0, 'Inferences per second while running (Hz).',
+          min=0.1, max=1000.0, read_only=True),
+    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s).',
+          min=0.001, max=60.0),
+    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s).', min=0.001,
+          max=60.0),
+    Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
+          min=0.001, max=60.0),
+    Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
+          min=0.1, max=3600.0, read_only=True),
+    Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
+          min=5.0, max=100.0, read_only=True),
+    Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
+          'manager needed).', read_only=True),
+    Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
+          'start/stop; -1 disables.', min=-1, max=255, read_only=True),
+    Param('quest.debounce_time', float, 0.05, 'Seconds the button must be stable.', min=0.0,
+          max=2.0, read_only=True),
+    Param('quest.grip_axes', 'int[]', [-1, -1], 'Joy axes of the left and right grip values '
+          '(-1: none).', min=-1, max=255, read_only=True),
+    Param('quest.trigger_axes', 'int[]', [-1, -1], 'Joy axes of the left and right trigger '
+          'values (-1: none).', min=-1, max=255, read_only=True),
+    Param('frame_id', str, '', 'header.frame_id of published chunks.', read_only=True),
+]
+
+_RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+def _cameras(p: dict[str, Any]) -> list[CameraConfig]:
+    names = p['cameras.names']
+    if len(set(names)) != len(names) or any(not re.match(r'^[A-Za-z_][A-Za-z0-9_]*$', n)
+                                             for n in names):
+        raise ConfigError("parameter 'cameras.names': names must be unique identifiers")
+    for key in ('cameras.heights', 'cameras.widths'):
+        if len(p[key]) != len(names):
+            raise ConfigError(f"parameter '{key}': needs one value per camera ({len(names)}), "
+                              f'got {len(p[key])}')
+    comp = p['cameras.compressed'] or [False] * len(names)
+    if len(comp) != len(names):
+        raise ConfigError(f"parameter 'cameras.compressed': needs one value per camera "
+                          f'({len(names)}) or none, got {len(comp)}')
+    return [CameraConfig(n, h, w, c) for n, h, w, c in
+            zip(names, p['cameras.heights'], p['cameras.widths'], comp, strict=True)]
+
+
+class PolicyNode(LifecycleNode):
+    """The policy node (see the module docstring). ``**kwargs`` go to ``Node.__init__``."""
+
+    def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self.p = declare_params(self, PARAMS)
+        self.joints = list(self.p['joints'])
+        if not self.joints or len(set(self.joints)) != len(self.joints):
+            raise ConfigError("parameter 'joints': must be a non-empty list of unique names")
+        bad = [j for j in self.p['continuous_joints'] if j not in self.joints]
+        if bad:
+            raise ConfigError(f"parameter 'continuous_joints': not in 'joints': {bad}")
+        for key in ('quest.grip_axes', 'quest.trigger_axes'):
+            if len(self.p[key]) != 2:
+                raise ConfigError(f"parameter '{key}': needs [left, right]")
+        self.cameras = _cameras(self.p)
+        self._cont_cols = [self.joints.index(j) for j in self.p['continuous_joints']]
+        self.sm = RolloutStateMachine(self.p['preflight_validity'], time.monotonic)
+        names = [JOINT_STATES] + [camera_input(c.name) for c in self.cameras] + \
+            [QUEST_JOY, QUEST_LEFT, QUEST_RIGHT]
+        self.inputs = LatestInputs(names)
+        self.policy: Policy | None = None
+        self.builder: ObservationBuilder | None = None
+        self.active = False
+        self.inferences_skipped = 0
+        self.last_latency = math.nan
+        self.last_skip_reason = ''
+        self.timing: list[tuple[float, float]] = []  # (assembly s, total s), last 1000
+        self._preflight_counter = 0
+        self._debounce = ButtonDebouncer(self.p['quest.debounce_time'])
+        self._closing = False
+        self._wake = threading.Event()
+        self._preflight_req: threading.Event | None = None
+        self._preflight_result: tuple[bool, str] = (False, '')
+        self._req_lock = threading.Lock()
+        self._reset_generation = -1
+        self._warned: set[str] = set()
+
+        inputs_group = ReentrantCallbackGroup()
+        self._srv_group = MutuallyExclusiveCallbackGroup()
+        status_group = MutuallyExclusiveCallbackGroup()
+        for cam in self.cameras:
+            mtype, topic = (CompressedImage, f'camera/{cam.name}/image_raw/compressed') \
+                if cam.compressed else (Image, f'camera/{cam.name}/image_raw')
+            self.create_subscription(mtype, topic, self._camera_cb(camera_input(cam.name)),
+                                     qos_profile_sensor_data, callback_group=inputs_group)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_states,
+                                 qos_profile_sensor_data, callback_group=inputs_group)
+        self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data,
+                                 callback_group=inputs_group)
+        for name in (QUEST_LEFT, QUEST_RIGHT):
+            self.create_subscription(PoseStamped, name, self._pose_cb(name),
+                                     qos_profile_sensor_data, callback_group=inputs_group)
+        self.chunk_pub = self.create_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
+        self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
+        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self.create_service(Trigger, 'policy/preflight', self._srv_preflight,
+                            callback_group=self._srv_group)
+        self.create_service(Trigger, 'policy/start', self._srv_start,
+                            callback_group=self._srv_group)
+        self.create_service(Trigger, 'policy/stop', self._srv_stop,
+                            callback_group=self._srv_group)
+        self._status_ticks = 0
+        self.create_timer(1.0 / self.p['status_rate'], self._publish_status,
+                          callback_group=status_group)
+        self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
+                                        daemon=True)
+        self._worker.start()
+        if self.p['autoconfigure'] and \
+                self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+            self.trigger_activate()
+
+    # ---------------------------------------------------------------- lifecycle
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Load and validate the checkpoint; refuse (stay unconfigured) with the reason."""
+        try:
+            self._load_policy()
+        except (CheckpointError, ConfigError) as exc:
+            self.get_logger().error(f'configure refused: {exc}')
+            self.sm.unconfigured(f'configure refused: {exc}')
+            return TransitionCallbackReturn.FAILURE
+        meta = self.policy.metadata
+        self.get_logger().info(
+            f'policy {meta.backend} loaded: fingerprint {meta.fingerprint}, chunk '
+            f'{meta.chunk_length}x{meta.action_size} every {meta.step_period:g} s, images '
+            f'{[(f.camera, f.height, f.width) for f in meta.image_features]}')
+        self.sm.configured()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _load_policy(self) -> None:
+        p = self.p
+        path = p['policy.path']
+        if not path:
+            from ament_index_python.packages import get_package_share_directory
+            path = get_package_share_directory('egoroll_ros') + '/policies/demo'
+        options: dict[str, Any] = {}
+        if p['policy.num_threads']:
+            options['num_threads'] = p['policy.num_threads']
+        if p['policy.isolated']:
+            cls = load_backend('isolated')
+            policy = cls.load(path, backend=p['policy.backend'],
+                              python_executable=p['policy.python_executable'] or sys.executable,
+                              request_timeout=p['policy.request_timeout'],
+                              load_timeout=p['policy.load_timeout'], backend_options=options)
+        else:
+            policy = load_backend(p['policy.backend']).load(path, **options)
+        try:
+            meta = policy.metadata
+            want = p['policy.expected_fingerprint']
+            if want and meta.fingerprint != want:
+                raise CheckpointError(f"fingerprint mismatch: checkpoint {path} has "
+                                      f"{meta.fingerprint}, parameter "
+                                      f"'policy.expected_fingerprint' is {want}")
+            if not want:
+                self.get_logger().warning("'policy.expected_fingerprint' is empty: the "
+                                          'checkpoint fingerprint is not checked')
+            validate_metadata(meta, self.joints,
+                              {c.name: (c.height, c.width) for c in self.cameras})
+            self.builder = ObservationBuilder(
+                self.joints, self.cameras, meta, self.p['max_age.camera'],
+                self.p['max_age.joint_states'], self.p['max_age.quest'],
+                Quest(tuple(self.p['quest.grip_axes']), tuple(self.p['quest.trigger_axes'])))
+        except Exception:
+            policy.close()
+            raise
+        old, self.policy = self.policy, policy
+        if old is not None:
+            old.close()
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Accept preflight/start requests."""
+        self.active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop any rollout and refuse requests."""
+        self.active = False
+        self.sm.stop('deactivated')
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Unload the policy."""
+        self.sm.unconfigured('cleaned up')
+        self._close_policy()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop everything."""
+        self.close()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _close_policy(self) -> None:
+        policy, self.policy = self.policy, None
+        if policy is not None:
+            policy.close()
+
+    def close(self) -> None:
+        """Stop the worker and release the policy (safe to call twice)."""
+        if self._closing:
+            return
+        self._closing = True
+        self.sm.shutdown()
+        self._wake.set()
+        if self._worker.is_alive() and threading.current_thread() is not self._worker:
+            self._worker.join(timeout=10.0)
+        self._close_policy()
+
+    # ---------------------------------------------------------------- inputs
+    def _camera_cb(self, name: str):  # noqa: ANN202
+        def cb(msg: Image | CompressedImage) -> None:
+            self.inputs.put(name, msg, time_to_sec(msg.header.stamp), time.monotonic())
+        return cb
+
+    def _on_joint_states(self, msg: JointState) -> None:
+        now = time.monotonic()
+        try:
+            js = joint_state_from_msg(msg, now)
+        except TrajectoryError as exc:
+            self._warn_once('joint_states', f'joint_states ignored: {exc}')
+            return
+        self.inputs.put(JOINT_STATES, js, js.stamp, now)
+
+    def _pose_cb(self, name: str):  # noqa: ANN202
+        def cb(msg: PoseStamped) -> None:
+            p, q = msg.pose.position, msg.pose.orientation
+            self.inputs.put(name, (p.x, p.y, p.z, q.x, q.y, q.z, q.w),
+                            time_to_sec(msg.header.stamp), time.monotonic())
+        return cb
+
+    def _on_joy(self, msg: Joy) -> None:
+        now = time.monotonic()
+        self.inputs.put(QUEST_JOY, (tuple(msg.buttons), tuple(msg.axes)),
+                        time_to_sec(msg.header.stamp), now)
+        b = self.p['quest.toggle_button']
+        if b < 0:
+            return
+        if b >= len(msg.buttons):
+            self._warn_once('joy', f'quest/joy has {len(msg.buttons)} buttons; '
+                                   f"'quest.toggle_button' is {b}")
+            return
+        if self._debounce.update(bool(msg.buttons[b]), now):
+            state = self.sm.state
+            if state is State.RUNNING:
+                self.sm.stop('stopped by the Quest button')
+                self.get_logger().info('rollout stopped by the Quest button')
+            else:
+                ok, why = self._start()
+                self.get_logger().info(f'Quest button start: {why}') if ok else \
+                    self.get_logger().warning(f'Quest button start refused: {why}')
+
+    def _warn_once(self, key: str, text: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.get_logger().warning(text)
+
+    # ---------------------------------------------------------------- services
+    def _srv_preflight(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        if not self.active or self.policy is None:
+            res.success, res.message = False, f'not active ({self.sm.detail})'
+            return res
+        try:
+            self.sm.begin_preflight()
+        except TransitionError as exc:
+            res.success, res.message = False, str(exc)
+            return res
+        done = threading.Event()
+        with self._req_lock:
+            self._preflight_req = done
+        self._wake.set()
+        limit = 3.0 * self.p['policy.request_timeout'] + 5.0
+        if not done.wait(limit):
+            self.sm.fault(f'preflight did not finish within {limit:g} s')
+            res.success, res.message = False, f'preflight timed out after {limit:g} s'
+            return res
+        res.success, res.message = self._preflight_result
+        return res
+
+    def _start(self) -> tuple[bool, str]:
+        if not self.active or self.policy is None:
+            return False, f'not active ({self.sm.detail})'
+        try:
+            gen = self.sm.start()
+        except TransitionError as exc:
+            return False, str(exc)
+        self._reset_generation = gen
+        self._wake.set()
+        return True, 'rollout started'
+
+    def _srv_start(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        res.success, res.message = self._start()
+        return res
+
+    def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        old = self.sm.stop('stopped by request')
+        res.success = True
+        res.message = f'stopped (was {old.name})'
+        return res
+
+    # ---------------------------------------------------------------- worker
+    def _run_worker(self) -> None:
+        period = 1.0 / self.p['query_frequency']
+        deadline = time.monotonic()
+        while not self._closing:
+            woke = self._wake.wait(max(0.0, deadline - time.monotonic()))
+            if woke:
+                self._wake.clear()
+            if self._closing:
+                break
+            with self._req_lock:
+                req, self._preflight_req = self._preflight_req, None
+            if req is not None:
+                self._preflight_result = self._do_preflight()
+                req.set()
+                continue
+            now = time.monotonic()
+            gen = self.sm.generation
+            if gen == self._reset_generation and self.sm.is_current(gen):
+                self._reset_generation = -1
+                deadline = now  # first step of a new rollout right away
+                try:
+                    self.policy.reset()
+                except EgorollError as exc:
+                    self._fault(f'policy reset failed: {exc}', gen)
+                    continue
+            if now < deadline:
+                continue
+            deadline += period
+            if deadline < now:  # overrun: skip missed slots, keep the phase
+                deadline += math.ceil((now - deadline) / period) * period
+            if self.sm.is_current(gen):
+                self._step(gen)
+
+    def _fault(self, reason: str, gen: int | None) -> None:
+        if self.sm.fault(reason, gen):
+            self.get_logger().error(f'FAULT: {reason}')
+
+    def _infer(self) -> tuple[Observation, Any, float, float] | str:
+        """Assemble and infer; returns (obs, positions, assembly s, latency s) or a skip
+        reason. Raises PolicyError."""
+        t0 = time.perf_counter()
+        stamp = self.get_clock().now().nanoseconds * 1e-9
+        try:
+            obs = self.builder.build(self.inputs, time.monotonic(), stamp)
+        except StaleInputError as exc:
+            return str(exc)
+        except InputError as exc:
+            return f'input error: {exc}'
+        t1 = time.perf_counter()
+        raw = self.policy.predict_chunk(obs)
+        arr = check_chunk(raw, self.policy.metadata)
+        positions = unwrap_continuous(arr, obs.state, self._cont_cols)
+        t2 = time.perf_counter()
+        self.timing.append((t1 - t0, t2 - t0))
+        if len(self.timing) > 1000:
+            del self.timing[:500]
+        return obs, positions, t1 - t0, t2 - t0
+
+    def _message(self, obs: Observation, positions: Any, latency: float, shadow: bool) -> Any:
+        meta = self.policy.metadata
+        traj = JointTrajectoryData(joint_names=tuple(self.joints), times=meta.point_times(),
+                                   positions=positions, stamp=obs.stamp)
+        chunk = Chunk(sequence=0, policy_id=meta.fingerprint, stamp=obs.stamp,
+                      trajectory=traj, shadow=shadow, inference_latency=latency)
+        return chunk_to_msg(chunk, frame_id=self.p['frame_id'])
+
+    def _step(self, gen: int) -> None:
+        try:
+            out = self._infer()
+        except (PolicyError, EgorollError) as exc:
+            self._fault(str(exc), gen)
+            return
+        except Exception as exc:  # noqa: BLE001 - a policy bug must fault, not kill the thread
+            self._fault(f'inference raised {exc!r}', gen)
+            return
+        if isinstance(out, str):
+            self.inferences_skipped += 1
+            self.last_skip_reason = out
+            return
+        obs, positions, _, latency = out
+        self.last_latency = latency
+        msg = self._message(obs, positions, latency, shadow=False)
+
+        def publish(seq: int) -> None:
+            msg.sequence = seq
+            self.chunk_pub.publish(msg)
+
+        self.sm.publish_if_current(gen, publish)
+
+    def _do_preflight(self) -> tuple[bool, str]:
+        gen = self.sm.generation
+        try:
+            out = self._infer()
+        except Exception as exc:  # noqa: BLE001 - any policy failure fails the preflight
+            reason = f'preflight inference failed: {exc}'
+            self.sm.end_preflight(False, reason, fault=True)
+            self.get_logger().error(reason)
+            return False, reason
+        if isinstance(out, str):
+            self.inferences_skipped += 1
+            self.last_skip_reason = out
+            self.sm.end_preflight(False, f'preflight skipped: {out}')
+            return False, f'preflight skipped: {out}'
+        obs, positions, _, latency = out
+        self.last_latency = latency
+        msg = self._message(obs, positions, latency, shadow=True)
+        with self.sm.lock:
+            if self.sm.generation != gen or self.sm.state is not State.PREFLIGHT:
+                return False, 'preflight interrupted'
+            self._preflight_counter += 1
+            msg.sequence = self._preflight_counter
+            self.chunk_pub.publish(msg)
+            self.sm.end_preflight(True, f'preflight passed ({latency * 1e3:.1f} ms); start '
+                                        f"within {self.p['preflight_validity']:g} s")
+        return True, f'preflight passed: shadow chunk {msg.sequence} published'
+
+    # ---------------------------------------------------------------- status
+    def _publish_status(self) -> None:
+        if self._closing:
+            return
+        now = time.monotonic()
+        state = self.sm.state
+        msg = RolloutStatus()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.state = int(state)
+        msg.state_name = state.name
+        detail = self.sm.detail
+        if state is State.RUNNING and self.last_skip_reason:
+            detail = f'{detail}; last skip: {self.last_skip_reason}'
+        msg.detail = detail
+        msg.policy_id = self.policy.metadata.fingerprint if self.policy is not None else ''
+        msg.chunks_published = self.sm.chunks_published
+        msg.inferences_skipped = self.inferences_skipped
+        msg.last_inference_latency = float(self.last_latency)
+        ages = self.inputs.ages(now)
+        msg.input_names = list(ages)
+        msg.input_ages = [-1.0 if a is None else float(a) for a in ages.values()]
+        self.status_pub.publish(msg)
+        self._status_ticks += 1
+        if self._status_ticks % max(1, int(round(self.p['status_rate']))) == 1 or \
+                self.p['status_rate'] <= 1:
+            self._publish_diagnostics(msg)
+
+    def _publish_diagnostics(self, st: RolloutStatus) -> None:
+        d = DiagnosticStatus()
+        d.name = f'{self.get_name()}: rollout'
+        d.hardware_id = st.policy_id
+        d.level = {State.FAULT: DiagnosticStatus.ERROR,
+                   State.UNCONFIGURED: DiagnosticStatus.WARN}.get(State(st.state),
+                                                                  DiagnosticStatus.OK)
+        d.message = f'{st.state_name}: {st.detail}'
+        d.values = [KeyValue(key='state', value=st.state_name),
+                    KeyValue(key='policy_id', value=st.policy_id),
+                    KeyValue(key='chunks_published', value=str(st.chunks_published)),
+                    KeyValue(key='inferences_skipped', value=str(st.inferences_skipped)),
+                    KeyValue(key='last_inference_latency', value=f'{st.last_inference_latency}')]
+        d.values += [KeyValue(key=f'age {n}', value=f'{a:.3f}')
+                     for n, a in zip(st.input_names, st.input_ages, strict=True)]
+        arr = DiagnosticArray()
+        arr.header.stamp = st.header.stamp
+        arr.status = [d]
+        self.diag_pub.publish(arr)
 
 
 def main(args: list[str] | None = None) -> int:
-    """Entry point of the ``policy_node``  console script."""
-    print('policy_node: not implemented yet', file=sys.stderr)
-    return 2
+    """Entry point of the ``policy_node`` console script."""
+    return run_node(PolicyNode, args=args)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,110 @@
+"""Test-only policies and checkpoint builders for the policy tests (no ROS).
+
+``FakePolicy`` is loaded as backend ``policy_fakes:FakePolicy``; its checkpoint is a
+directory with ``fake.json``; a ``mode`` file there (re-read on every predict) switches
+behaviour across processes: zeros, hold (repeat the state), nan, raise, crash, hang, slow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+import random
+import time
+from typing import Any
+
+import numpy as np
+
+from egoroll_ros.errors import CheckpointError
+from egoroll_ros.policies.base import ImageFeature, Observation, Policy, PolicyMetadata
+from egoroll_ros.policies.fingerprint import fingerprint
+
+JOINTS = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
+          'wrist_pitch', 'wrist_roll', 'gripper']
+BACKEND = 'policy_fakes:FakePolicy'
+NORM = {'state': {'mean': [0.0] * 8, 'std': [1.0] * 8},
+        'action': {'mean': [0.0] * 8, 'std': [1.0] * 8}}
+
+
+def make_fake_checkpoint(path: Path, *, action_size: int = 8, chunk_length: int = 5,
+                         step_period: float = 0.05, cameras: tuple = (),
+                         normalization: dict | None = NORM, mode: str = 'hold',
+                         offset: float = 0.0) -> Path:
+    """Write a FakePolicy checkpoint; ``cameras`` are (name, height, width)."""
+    path.mkdir(parents=True, exist_ok=True)
+    cfg = {'state_size': 8, 'action_size': action_size, 'chunk_length': chunk_length,
+           'step_period': step_period, 'cameras': [list(c) for c in cameras],
+           'normalization': normalization, 'offset': offset}
+    (path / 'fake.json').write_text(json.dumps(cfg))
+    (path / 'mode').write_text(mode)
+    return path
+
+
+class FakePolicy(Policy):
+    """Deterministic fake; see the module docstring."""
+
+    def __init__(self, path: Path, cfg: dict[str, Any]) -> None:
+        self.path = path
+        self.cfg = cfg
+        self.mode_override: str | None = None
+        self.resets = 0
+        self.calls = 0
+        self._meta = PolicyMetadata(
+            backend='fake', fingerprint=fingerprint({'config': path / 'fake.json'}),
+            image_features=tuple(ImageFeature(c, h, w) for c, h, w in cfg['cameras']),
+            state_size=cfg['state_size'], action_size=cfg['action_size'],
+            chunk_length=cfg['chunk_length'], step_period=cfg['step_period'],
+            normalization=cfg['normalization'] or {})
+
+    @classmethod
+    def load(cls, path: str | Path, **options: Any) -> FakePolicy:
+        p = Path(path)
+        try:
+            cfg = json.loads((p / 'fake.json').read_text())
+        except OSError as exc:
+            raise CheckpointError(f'fake checkpoint missing: {exc}') from None
+        return cls(p, cfg)
+
+    @property
+    def metadata(self) -> PolicyMetadata:
+        return self._meta
+
+    def reset(self) -> None:
+        self.resets += 1
+
+    def mode(self) -> str:
+        if self.mode_override is not None:
+            return self.mode_override
+        return (self.path / 'mode').read_text().strip()
+
+    def predict_chunk(self, observation: Observation) -> np.ndarray:
+        self.calls += 1
+        mode = self.mode()
+        h, a = self.cfg['chunk_length'], self.cfg['action_size']
+        if mode == 'crash':
+            os._exit(3)
+        if mode == 'hang':
+            time.sleep(60)
+        if mode == 'raise':
+            raise RuntimeError('fake policy failure')
+        if mode == 'nan':
+            out = np.zeros((h, a))
+            out[1, 2] = np.nan
+            return out
+        if mode == 'slow':
+            time.sleep(random.uniform(0.0, 0.002))
+        if mode == 'zeros':
+            return np.zeros((h, a))
+        state = np.resize(observation.state, a)
+        return np.tile(state + self.cfg.get('offset', 0.0), (h, 1))
+
+
+class EvilPickle:
+    """Unpickling this creates ``marker`` (proof that something was unpickled)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        return (open, (self.marker, 'w'))
