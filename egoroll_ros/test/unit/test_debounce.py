@@ -1,0 +1,50 @@
+"""Quest button debouncing."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from egoroll_ros.core.debounce import ButtonDebouncer
+
+
+def _edges(samples: list[tuple[float, bool]], stable: float = 0.05) -> int:
+    d = ButtonDebouncer(stable)
+    return sum(d.update(v, t) for t, v in samples)
+
+
+def test_bouncing_press_gives_exactly_one_toggle():
+    samples = [(0.00, False), (0.01, False), (0.06, False),
+               (0.10, True), (0.102, False), (0.104, True), (0.107, False), (0.109, True),
+               (0.12, True), (0.14, True), (0.16, True), (0.20, True),
+               (0.30, False), (0.302, True), (0.305, False), (0.33, False), (0.40, False)]
+    assert _edges(samples) == 1
+
+
+def test_two_clean_presses_give_two_toggles():
+    s = [(0.0, False), (0.1, False), (0.2, True), (0.3, True), (0.4, False), (0.5, False),
+         (0.6, True), (0.7, True)]
+    assert _edges(s) == 2
+
+
+def test_button_held_at_start_does_not_toggle():
+    assert _edges([(0.0, True), (0.1, True), (0.2, True)]) == 0
+
+
+def test_glitch_shorter_than_stable_time_is_ignored():
+    assert _edges([(0.0, False), (0.1, False), (0.12, True), (0.13, False), (0.3, False)]) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 0.04), st.booleans()), min_size=1, max_size=40))
+def test_bounces_within_stable_time_then_steady_give_at_most_one_edge(bounces):
+    t = 1.0
+    samples = [(0.0, False), (0.5, False)]
+    for dt, v in bounces:
+        t += dt
+        samples.append((t, v))
+    samples += [(t + 0.01, True), (t + 0.2, True), (t + 0.5, True)]
+    d = ButtonDebouncer(0.05)
+    edges = sum(d.update(v, ts) for ts, v in samples)
+    assert edges <= 1
+    assert d.pressed is True
