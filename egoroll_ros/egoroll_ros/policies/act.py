@@ -292,7 +292,7 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if log_every and (step + 1) % log_every == 0:
             print(f'step {step + 1}/{steps} loss {losses[-1]:.4f}', flush=True)
     out = Path(out_dir)

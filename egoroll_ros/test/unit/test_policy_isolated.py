@@ -1,0 +1,133 @@
+"""The isolated backend: protocol, a real child process, crash, timeout, restart."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+import time
+
+import numpy as np
+from policy_fakes import BACKEND, make_fake_checkpoint  # noqa: I001 - test helper on sys.path
+import pytest
+
+from egoroll_ros.errors import CheckpointError
+from egoroll_ros.policies.base import (
+    Observation,
+    PolicyCrashError,
+    PolicyError,
+    PolicyTimeoutError,
+    load_backend,
+)
+from egoroll_ros.policies.protocol import encode_frame, read_frame_blocking
+
+HERE = str(Path(__file__).parent)
+
+
+@pytest.fixture
+def child_env(monkeypatch):
+    monkeypatch.setenv('PYTHONPATH', os.pathsep.join(
+        [HERE] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]))
+
+
+def _obs() -> Observation:
+    return Observation(images={'scene': np.arange(24 * 32 * 3, dtype=np.uint8).reshape(24, 32, 3)
+                               % 251}, state=np.linspace(-1, 1, 8), stamp=5.0)
+
+
+def _load(path: Path, **kw):
+    return load_backend('isolated').load(path, backend=BACKEND, **kw)
+
+
+def test_protocol_round_trips_json_and_arrays_without_pickle():
+    arrays = {'state': np.linspace(0, 1, 8), 'image:scene': np.ones((4, 5, 3), np.uint8)}
+    frame = encode_frame({'op': 'predict', 'stamp': 1.5}, arrays)
+    assert b'pickle' not in frame and frame[4:5] == b'{'
+    header, out = read_frame_blocking(io.BytesIO(frame))
+    assert header['op'] == 'predict' and header['stamp'] == 1.5
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(out[k], v)
+        assert out[k].dtype == v.dtype
+
+
+def test_isolated_policy_runs_in_a_child_and_matches_in_process(tmp_path, child_env):
+    ck = make_fake_checkpoint(tmp_path / 'ck', cameras=(('scene', 24, 32),), offset=0.5)
+    local = load_backend(BACKEND).load(ck)
+    policy = _load(ck)
+    try:
+        assert policy.child_pid not in (None, os.getpid())
+        assert policy.metadata.fingerprint == local.metadata.fingerprint
+        assert policy.metadata.backend == 'isolated:fake'
+        policy.reset()
+        np.testing.assert_array_equal(policy.predict_chunk(_obs()), local.predict_chunk(_obs()))
+    finally:
+        policy.close()
+
+
+def test_inner_error_is_a_policy_error_and_the_child_survives(tmp_path, child_env):
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='raise')
+    policy = _load(ck)
+    try:
+        pid = policy.child_pid
+        with pytest.raises(PolicyError, match='fake policy failure'):
+            policy.predict_chunk(_obs())
+        assert policy.child_pid == pid
+    finally:
+        policy.close()
+
+
+def test_child_crash_is_a_typed_error_and_the_next_request_restarts_it(tmp_path, child_env):
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='crash')
+    policy = _load(ck)
+    try:
+        pid = policy.child_pid
+        with pytest.raises(PolicyCrashError, match='exit status 3'):
+            policy.predict_chunk(_obs())
+        (ck / 'mode').write_text('zeros')
+        assert policy.predict_chunk(_obs()).shape == (5, 8)
+        assert policy.child_pid not in (None, pid)
+    finally:
+        policy.close()
+
+
+def test_hanging_child_times_out_and_is_killed(tmp_path, child_env):
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='hang')
+    policy = _load(ck, request_timeout=0.3)
+    try:
+        pid = policy.child_pid
+        t0 = time.monotonic()
+        with pytest.raises(PolicyTimeoutError, match='within 0.3 s'):
+            policy.predict_chunk(_obs())
+        assert time.monotonic() - t0 < 5.0
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    finally:
+        policy.close()
+
+
+def test_load_failures_in_the_child_are_checkpoint_errors(tmp_path, child_env):
+    with pytest.raises(CheckpointError, match='fake checkpoint missing'):
+        _load(tmp_path / 'nothing')
+    with pytest.raises(CheckpointError, match='cannot start the policy worker'):
+        _load(tmp_path, python_executable=str(tmp_path / 'no-python'))
+
+
+def test_isolated_egoroll_act_in_another_interpreter_path(tmp_path):
+    """The real egoroll_act backend behind the protocol, with an explicit interpreter."""
+    import sys
+
+    from test_policy_backends import _obs as act_obs
+    from test_policy_backends import _train
+
+    res = _train(tmp_path / 'act')
+    local = load_backend('egoroll_act').load(res.path)
+    policy = load_backend('isolated').load(res.path, backend='egoroll_act',
+                                           python_executable=sys.executable,
+                                           request_timeout=30.0)
+    try:
+        assert policy.metadata.fingerprint == res.fingerprint
+        obs = act_obs(local.metadata)
+        np.testing.assert_allclose(policy.predict_chunk(obs), local.predict_chunk(obs),
+                                   rtol=1e-6, atol=1e-6)
+    finally:
+        policy.close()
