@@ -110,3 +110,22 @@ def test_generator_output_equals_committed_and_installed_files(name):
     text = load_generator().OUTPUTS[name]()
     assert (REPO / 'egoroll_ros' / 'urdf' / name).read_text() == text
     assert installed(name).read_text() == text
+
+
+def test_bimanual_example_config_names_the_bimanual_urdf_joints():
+    import yaml
+
+    config = yaml.safe_load((installed('demo_arm.urdf').parents[1] / 'config'
+                             / 'bimanual_example.yaml').read_text())
+    model = pin.buildModelFromXML(installed('demo_bimanual.urdf').read_text())
+    joints = list(model.names)[1:]
+    assert set(config) == {'trajectory_server', 'safety_gate', 'policy_node'}
+    for section, body in config.items():
+        params = body['ros__parameters']
+        assert params['joints'] == joints, section
+        for key, value in params.items():
+            if key.startswith(('max_', 'path_', 'goal_tol', 'acceleration')) and \
+                    isinstance(value, list):
+                assert len(value) == 16, (section, key)
+    for frame in config['safety_gate']['ros__parameters']['ee_frames']:
+        assert model.existFrame(frame)
