@@ -2,7 +2,8 @@
 
 ``FakePolicy`` is loaded as backend ``policy_fakes:FakePolicy``; its checkpoint is a
 directory with ``fake.json``; a ``mode`` file there (re-read on every predict) switches
-behaviour across processes: zeros, hold (repeat the state), nan, raise, crash, hang, slow.
+behaviour across processes: zeros, hold (repeat the state + offset), wrap, nan, raise,
+crash, hang, slow.
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ class FakePolicy(Policy):
             return out
         if mode == 'slow':
             time.sleep(random.uniform(0.0, 0.002))
+        if mode == 'wrap':  # state + offset, wrapped to [-pi, pi) like a naive policy
+            out = np.resize(observation.state, a) + self.cfg.get('offset', 0.0)
+            return np.tile((out + np.pi) % (2 * np.pi) - np.pi, (h, 1))
         if mode == 'zeros':
             return np.zeros((h, a))
         state = np.resize(observation.state, a)

@@ -1,0 +1,268 @@
+"""policy_node in one process: rollout control, stamping, stop race, faults, Quest, status."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+import sys
+import threading
+
+import numpy as np
+import pytest
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState, Joy
+from std_srvs.srv import Trigger
+
+from egoroll_interfaces.msg import ActionChunk, RolloutStatus
+from egoroll_ros.core.rollout import State
+from egoroll_ros.nodes.policy_node import PolicyNode
+from egoroll_ros.ros.convert import time_to_sec
+from egoroll_ros.testing import wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'unit'))
+from policy_fakes import BACKEND, JOINTS, make_fake_checkpoint  # noqa: E402, I001
+
+pytestmark = pytest.mark.integration
+STATE = np.array([0.1, -0.2, 0.3, -0.4, 0.5, -0.6, 3.1, 0.02])
+
+
+def _node(ros_graph, ck: Path, **params) -> PolicyNode:
+    base = {'joints': JOINTS, 'continuous_joints': ['wrist_roll'], 'policy.backend': BACKEND,
+            'policy.path': str(ck), 'query_frequency': 50.0, 'status_rate': 20.0}
+    base.update(params)
+    node = PolicyNode(context=ros_graph.context,
+                      parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
+    return ros_graph.add(node)
+
+
+class Inputs:
+    """Publishes joint_states at 100 Hz from a timer (stoppable)."""
+
+    def __init__(self, ros_graph) -> None:
+        self.node = ros_graph.node('inputs_driver')
+        self.pub = self.node.create_publisher(JointState, 'joint_states', qos_profile_sensor_data)
+        self.joy = self.node.create_publisher(Joy, 'quest/joy', qos_profile_sensor_data)
+        self.state = STATE.copy()
+        self.timer = self.node.create_timer(0.01, self._tick)
+
+    def _tick(self) -> None:
+        msg = JointState(name=list(JOINTS), position=self.state.tolist())
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        self.pub.publish(msg)
+
+    def stop(self) -> None:
+        self.timer.cancel()
+
+
+def _call(node: PolicyNode, name: str) -> Trigger.Response:
+    fn = {'preflight': node._srv_preflight, 'start': node._srv_start,
+          'stop': node._srv_stop}[name]
+    return fn(Trigger.Request(), Trigger.Response())
+
+
+def _wait_fresh(node: PolicyNode) -> None:
+    wait_until(lambda: (node.inputs.ages(__import__('time').monotonic()).get('joint_states')
+                        or 9) < 0.05, 10, 'joint_states received')
+
+
+def test_preflight_then_start_publishes_numbered_stamped_chunks_via_services(ros_graph, tmp_path):
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='wrap', offset=0.1, step_period=0.05)
+    node = _node(ros_graph, ck)
+    Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
+    clients = {n: probe.create_client(Trigger, f'policy/{n}') for n in
+               ('preflight', 'start', 'stop')}
+    for c in clients.values():
+        assert c.wait_for_service(timeout_sec=10)
+    ros_graph.wait_for_publishers(chunks.subscription)
+    _wait_fresh(node)
+
+    def call(name: str) -> Trigger.Response:
+        return clients[name].call(Trigger.Request(), timeout_sec=10)
+
+    assert not call('start').success  # no preflight yet
+    res = call('preflight')
+    assert res.success, res.message
+    shadow = chunks.wait_for(lambda m: m.shadow, timeout=5)
+    fp = node.policy.metadata.fingerprint
+    assert shadow.policy_id == fp and len(fp) == 64
+    assert node.sm.state is State.READY
+    res = call('start')
+    assert res.success, res.message
+    live = [chunks.wait_for(lambda m, k=k: not m.shadow and m.sequence == k, timeout=5)
+            for k in (1, 2, 3)]
+    stop = call('stop')
+    assert stop.success and node.sm.state is State.IDLE
+    now = node.get_clock().now().nanoseconds * 1e-9
+    for m in live:
+        assert m.policy_id == fp and list(m.trajectory.joint_names) == JOINTS
+        assert 0 <= now - time_to_sec(m.header.stamp) < 5.0
+        times = [time_to_sec(p.time_from_start) for p in m.trajectory.points]
+        np.testing.assert_allclose(times, [0.05 * (k + 1) for k in range(5)], atol=1e-9)
+        pos = np.array([p.positions for p in m.trajectory.points])
+        # wrist_roll: policy said wrap(3.1 + 0.1) = 3.2 - 2 pi; unwrapped to 3.2 (short way)
+        np.testing.assert_allclose(pos[:, 6], 3.2, atol=1e-9)
+        np.testing.assert_allclose(pos[0, :6], STATE[:6] + 0.1, atol=1e-9)
+        assert m.inference_latency > 0
+    stamps = [time_to_sec(m.header.stamp) for m in live]
+    assert stamps == sorted(stamps) and len(set(stamps)) == 3
+
+
+def _race_once(node: PolicyNode, stopped: threading.Event, wait_chunk: bool) -> None:
+    res = _call(node, 'preflight')
+    assert res.success, res.message
+    stopped.clear()
+    before = node.sm.chunks_published
+    assert _call(node, 'start').success
+    if wait_chunk:
+        wait_until(lambda: node.sm.chunks_published > before, 5, 'a live chunk')
+    _call(node, 'stop')
+    stopped.set()
+
+
+def test_no_chunk_is_published_after_stop_returns_100_repetitions(ros_graph, tmp_path):
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='slow')
+    node = _node(ros_graph, ck, query_frequency=1000.0)
+    Inputs(ros_graph)
+    _wait_fresh(node)
+    stopped = threading.Event()
+    late: list[int] = []
+    publish = node.chunk_pub.publish
+
+    def guarded(msg: ActionChunk) -> None:
+        if stopped.is_set() and not msg.shadow:
+            late.append(msg.sequence)
+        publish(msg)
+
+    node.chunk_pub.publish = guarded
+    for k in range(100):
+        _race_once(node, stopped, wait_chunk=k % 2 == 0)
+    assert late == []
+    assert node.sm.chunks_published >= 50
+
+
+def test_stale_joint_states_skip_inference_and_report_by_how_much(ros_graph, tmp_path):
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    node = _node(ros_graph, ck)
+    inputs = Inputs(ros_graph)
+    _wait_fresh(node)
+    assert _call(node, 'preflight').success
+    assert _call(node, 'start').success
+    wait_until(lambda: node.sm.chunks_published >= 2, 5, 'chunks')
+    inputs.stop()
+    wait_until(lambda: node.inferences_skipped >= 3, 5, 'skipped inferences')
+    assert 'joint_states is' in node.last_skip_reason and 'old (max 0.100 s)' in \
+        node.last_skip_reason
+    n = node.sm.chunks_published
+    skipped = node.inferences_skipped
+    wait_until(lambda: node.inferences_skipped >= skipped + 3, 5, 'more skips')
+    assert node.sm.chunks_published == n
+    assert node.sm.state is State.RUNNING  # waiting for fresh input, not faulted
+
+
+def test_nan_output_faults_publishes_nothing_and_preflight_clears(ros_graph, tmp_path):
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    node = _node(ros_graph, ck)
+    Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
+    ros_graph.wait_for_publishers(chunks.subscription)
+    _wait_fresh(node)
+    assert _call(node, 'preflight').success
+    assert _call(node, 'start').success
+    wait_until(lambda: node.sm.chunks_published >= 2, 5, 'chunks')
+    node.policy.mode_override = 'nan'
+    wait_until(lambda: node.sm.state is State.FAULT, 5, 'FAULT')
+    assert 'non-finite' in node.sm.detail
+    n = node.sm.chunks_published
+    assert not _call(node, 'start').success
+    res = _call(node, 'preflight')  # still NaN: preflight fails, stays in fault
+    assert not res.success and node.sm.state is State.FAULT
+    node.policy.mode_override = 'raise'
+    assert not _call(node, 'preflight').success and 'fake policy failure' in node.sm.detail
+    node.policy.mode_override = None
+    assert _call(node, 'preflight').success and node.sm.state is State.READY
+    assert node.sm.chunks_published == n
+    for m in chunks.snapshot():
+        assert all(np.all(np.isfinite(p.positions)) for p in m.trajectory.points)
+
+
+@pytest.mark.parametrize('case', ['fingerprint', 'action_size', 'normalisation'])
+def test_configure_refuses_bad_checkpoints_with_the_reason(ros_graph, tmp_path, case):
+    kw, params, why = {}, {}, ''
+    if case == 'fingerprint':
+        params = {'policy.expected_fingerprint': 'ab' * 32}
+        why = 'fingerprint mismatch'
+    elif case == 'action_size':
+        kw = {'action_size': 7}
+        why = 'action size 7 differs from the 8 configured joints'
+    else:
+        kw = {'normalization': {'state': {'mean': [0] * 8, 'std': [1] * 8}}}
+        why = "normalisation statistics for 'action' are missing"
+    ck = make_fake_checkpoint(tmp_path / 'ck', **kw)
+    node = _node(ros_graph, ck, **params)
+    assert node.sm.state is State.UNCONFIGURED and why in node.sm.detail
+    assert node.policy is None
+    res = _call(node, 'preflight')
+    assert not res.success and why in res.message
+
+
+def test_matching_expected_fingerprint_configures(ros_graph, tmp_path):
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    from policy_fakes import FakePolicy
+    fp = FakePolicy.load(ck).metadata.fingerprint
+    node = _node(ros_graph, ck, **{'policy.expected_fingerprint': fp})
+    assert node.sm.state is State.IDLE and node.policy.metadata.fingerprint == fp
+
+
+def test_bouncing_quest_button_toggles_start_once(ros_graph, tmp_path):
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    node = _node(ros_graph, ck, **{'quest.toggle_button': 2, 'quest.debounce_time': 0.05})
+    inputs = Inputs(ros_graph)
+    ros_graph.wait_for_subscribers(inputs.joy)
+    _wait_fresh(node)
+
+    def joy(pressed: bool) -> Joy:
+        return Joy(buttons=[0, 0, int(pressed)], axes=[0.0, 0.5])
+
+    def hold(pressed: bool, what: str) -> None:
+        # keep publishing until the debouncer reports that state
+        def pred() -> bool:
+            inputs.joy.publish(joy(pressed))
+            return node._debounce.pressed is pressed
+        wait_until(pred, 5, what, interval=0.01)
+
+    hold(False, 'released')
+    assert _call(node, 'preflight').success
+    for k in range(12):  # bounce, faster than the debounce time
+        inputs.joy.publish(joy(k % 2 == 0))
+    hold(True, 'pressed')
+    wait_until(lambda: node.sm.state is State.RUNNING, 5, 'RUNNING')
+    hold(False, 'released again')
+    assert node.sm.state is State.RUNNING  # exactly one toggle
+    hold(True, 'second press')
+    wait_until(lambda: node.sm.state is State.IDLE, 5, 'stopped by the button')
+
+
+def test_status_at_5hz_or_more_with_input_ages_and_diagnostics(ros_graph, tmp_path):
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    node = _node(ros_graph, ck, status_rate=5.0)
+    Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    status = ros_graph.collect(probe, RolloutStatus, 'policy/status')
+    diags = ros_graph.collect(probe, DiagnosticArray, '/diagnostics')
+    msgs = status.wait_count(8, timeout=10)
+    rx = status.received[-6:]
+    assert (rx[-1] - rx[0]) / 5 < 0.3  # ~0.2 s apart; tolerant of a loaded machine
+    last = msgs[-1]
+    assert last.state == RolloutStatus.STATE_IDLE and last.state_name == 'IDLE'
+    assert last.policy_id == node.policy.metadata.fingerprint
+    ages = dict(zip(last.input_names, last.input_ages, strict=True))
+    assert 0 <= ages['joint_states'] < 0.5 and ages['quest/joy'] == -1.0
+    assert math.isnan(last.last_inference_latency)
+    d = diags.wait_for(lambda m: any('rollout' in s.name for s in m.status), timeout=5)
+    assert 'IDLE' in d.status[0].message
