@@ -1,0 +1,296 @@
+"""safety_gate node over real DDS, against a recording ExecuteTrajectory server in the test."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import JointState, Joy
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import Marker, MarkerArray
+
+from egoroll_interfaces.action import ExecuteTrajectory
+from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_ros.core.types import Chunk, JointTrajectoryData
+from egoroll_ros.nodes.safety_gate import SafetyGate
+from egoroll_ros.ros.convert import chunk_to_msg
+from egoroll_ros.testing import wait_until
+
+pytestmark = pytest.mark.integration
+
+ARM = ['pan', 'lift', 'roll', 'wrist', 'gripper']
+QM = np.array([0.0, 0.0, 0.0, 0.0, 0.02])
+URDF = """<?xml version="1.0"?>
+<robot name="it_arm"><link name="base_link"/><link name="l1"/><link name="l2"/><link name="l3"/>
+<link name="l4"/><link name="tool0"/><link name="finger"/>
+<joint name="pan" type="revolute"><parent link="base_link"/><child link="l1"/>
+<origin xyz="0 0 0.1"/><axis xyz="0 0 1"/><limit lower="-2" upper="2" velocity="2" effort="1"/>
+</joint>
+<joint name="lift" type="revolute"><parent link="l1"/><child link="l2"/><origin xyz="0 0 0.1"/>
+<axis xyz="0 1 0"/><limit lower="-1.5" upper="1.5" velocity="2" effort="1"/></joint>
+<joint name="roll" type="continuous"><parent link="l2"/><child link="l3"/><origin xyz="0 0 0.3"/>
+<axis xyz="0 0 1"/><limit velocity="3" effort="1"/></joint>
+<joint name="wrist" type="revolute"><parent link="l3"/><child link="l4"/><origin xyz="0 0 0.1"/>
+<axis xyz="0 1 0"/><limit lower="-2" upper="2" velocity="3" effort="1"/></joint>
+<joint name="tool_joint" type="fixed"><parent link="l4"/><child link="tool0"/>
+<origin xyz="0 0 0.1"/></joint>
+<joint name="gripper" type="prismatic"><parent link="l4"/><child link="finger"/>
+<axis xyz="0 1 0"/><limit lower="0" upper="0.04" velocity="0.1" effort="1"/></joint>
+</robot>
+"""
+
+
+class RecordingServer:
+    """An ExecuteTrajectory server that records goals and runs each until canceled/preempted."""
+
+    def __init__(self, node) -> None:
+        self.goals: list = []
+        self.canceled: list[int] = []
+        self.lock = threading.Lock()
+        self.closing = threading.Event()
+        group = ReentrantCallbackGroup()
+        self.server = ActionServer(node, ExecuteTrajectory, 'execute_trajectory',
+                                   self._execute, goal_callback=self._goal,
+                                   cancel_callback=lambda h: CancelResponse.ACCEPT,
+                                   callback_group=group)
+
+    def _goal(self, goal) -> GoalResponse:
+        with self.lock:
+            self.goals.append(goal)
+        return GoalResponse.ACCEPT
+
+    def _execute(self, handle):
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline and not self.closing.is_set():
+            if handle.is_cancel_requested:
+                with self.lock:
+                    self.canceled.append(handle.request.sequence)
+                handle.canceled()
+                return ExecuteTrajectory.Result(error_code=ExecuteTrajectory.Result.CANCELED)
+            if not handle.is_active:
+                return ExecuteTrajectory.Result(error_code=ExecuteTrajectory.Result.PREEMPTED)
+            time.sleep(0.002)
+        handle.succeed()
+        return ExecuteTrajectory.Result(error_code=ExecuteTrajectory.Result.SUCCESSFUL)
+
+    def sequences(self) -> list[int]:
+        with self.lock:
+            return [g.sequence for g in self.goals]
+
+
+class Rig:
+    """The gate in-process plus a joint_states publisher, a chunk publisher and collectors."""
+
+    def __init__(self, graph, tmp_path, **params) -> None:
+        urdf = tmp_path / 'arm.urdf'
+        urdf.write_text(params.pop('urdf_text', URDF))
+        values = dict(joints=ARM, urdf_path=str(urdf), ee_frames=['tool0'],
+                      gripper_joints=['gripper'], gripper_min=[0.0], gripper_max=[0.035],
+                      max_step=[0.2, 0.2, 0.2, 0.2, 0.01], require_deadman=False)
+        values.update(params)
+        overrides = [Parameter(k, value=v) for k, v in values.items()]
+        self.graph = graph
+        self.tester = graph.node('gate_tester')
+        self.server = RecordingServer(self.tester)
+        self.gate = graph.add(SafetyGate(context=graph.context, parameter_overrides=overrides))
+        self.verdicts = graph.collect(self.tester, GateVerdict, 'safety/verdict')
+        self.markers = graph.collect(self.tester, MarkerArray, 'safety/markers')
+        self.chunk_pub = self.tester.create_publisher(ActionChunk, 'policy/chunk', 10)
+        self.joy_pub = self.tester.create_publisher(Joy, 'quest/joy', 10)
+        self.js_pub = self.tester.create_publisher(JointState, 'joint_states', 10)
+        self.js_timer = self.tester.create_timer(0.01, self._publish_js)
+        self.reset = self.tester.create_client(Trigger, 'safety/reset')
+        graph.wait_for_subscribers(self.chunk_pub)
+        graph.wait_for_subscribers(self.js_pub)
+        graph.wait_for_publishers(self.verdicts.subscription)
+        wait_until(lambda: self.gate._js is not None, 5.0, 'gate receives joint_states')
+        wait_until(self.gate._client.server_is_ready, 10.0, 'gate discovers the action server')
+
+    def _publish_js(self) -> None:
+        msg = JointState(name=ARM, position=QM.tolist())
+        msg.header.stamp = self.tester.get_clock().now().to_msg()
+        self.js_pub.publish(msg)
+
+    def send(self, seq: int, velocity=(0.1, 0.0, 0.1, 0.0, 0.0), shadow: bool = False,
+             n: int = 20, positions: np.ndarray | None = None) -> GateVerdict:
+        stamp = self.tester.get_clock().now().nanoseconds * 1e-9
+        times = 0.05 * np.arange(1, n + 1)
+        pos = QM + np.outer(times, velocity) if positions is None else positions
+        traj = JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp)
+        start = len(self.verdicts.snapshot())
+        self.chunk_pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, traj, shadow=shadow)))
+        return self.verdicts.wait_for(lambda v: v.sequence == seq and v.shadow == shadow, 5.0,
+                                      start=start)
+
+    def call_reset(self) -> Trigger.Response:
+        assert self.reset.wait_for_service(timeout_sec=5.0)
+        future = self.reset.call_async(Trigger.Request())
+        wait_until(future.done, 5.0, 'safety/reset response')
+        return future.result()
+
+
+@pytest.fixture
+def make_rig(ros_graph, tmp_path):
+    rigs = []
+
+    def make(**params) -> Rig:
+        rigs.append(Rig(ros_graph, tmp_path, **params))
+        return rigs[-1]
+
+    yield make
+    for r in rigs:                                   # let running goals end before teardown
+        r.server.closing.set()
+
+
+@pytest.fixture
+def rig(make_rig):
+    return make_rig()
+
+
+def test_accepted_chunk_is_forwarded_with_its_sequence_stamp_and_source(rig):
+    verdict = rig.send(1)
+    assert verdict.accepted and verdict.forwarded, verdict.summary
+    assert verdict.check_duration > 0.0
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1 at the server')
+    goal = rig.server.goals[0]
+    assert goal.source == 'ab' * 32
+    assert (goal.trajectory.header.stamp.sec, goal.trajectory.header.stamp.nanosec) == \
+        (verdict.chunk_stamp.sec, verdict.chunk_stamp.nanosec)
+    assert list(goal.trajectory.joint_names) == ARM and len(goal.trajectory.points) == 20
+    markers = rig.markers.wait_for(lambda m: len(m.markers) == 1, 5.0)
+    strip = markers.markers[0]
+    assert strip.type == Marker.LINE_STRIP and strip.header.frame_id == 'base_link'
+    assert len(strip.points) == 21 and strip.color.g > 0.5 and strip.color.r < 0.5
+
+
+def test_rejected_chunk_never_reaches_the_executor_and_hold_cancels_and_latches(rig):
+    assert rig.send(1).forwarded
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+    bad = rig.send(2, velocity=(0.0, 0.0, 2.0, 0.0, 0.0))       # roll 2 rad/s > 1.5
+    assert not bad.accepted and not bad.forwarded
+    assert {v.check for v in bad.violations} == {'velocity_limit'}
+    wait_until(lambda: rig.server.canceled == [1], 5.0, 'running goal canceled')
+    latched = rig.send(3)
+    assert not latched.forwarded and 'latched_fault' in {v.check for v in latched.violations}
+    assert rig.server.sequences() == [1]
+    markers = rig.markers.wait_for(lambda m: m.markers and m.markers[0].color.r > 0.5, 5.0)
+    assert markers.markers[0].color.g < 0.5
+    assert rig.call_reset().success
+    assert rig.send(4).forwarded
+    wait_until(lambda: rig.server.sequences() == [1, 4], 5.0, 'goal 4 after reset')
+
+
+def test_skip_policy_drops_the_chunk_and_lets_the_running_goal_finish(make_rig):
+    rig = make_rig(on_reject='skip')
+    assert rig.send(1).forwarded
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+    assert not rig.send(2, velocity=(0.0, 0.0, 2.0, 0.0, 0.0)).forwarded
+    assert rig.send(3).forwarded
+    wait_until(lambda: rig.server.sequences() == [1, 3], 5.0, 'goal 3')
+    assert rig.server.canceled == []
+
+
+def test_out_of_order_sequences_are_dropped(rig):
+    assert rig.send(5).forwarded
+    for seq in (5, 4):
+        verdict = rig.send(seq)
+        assert not verdict.forwarded
+        assert [v.check for v in verdict.violations] == ['old_sequence']
+    assert rig.send(6).forwarded
+    wait_until(lambda: rig.server.sequences() == [5, 6], 5.0, 'goals 5 and 6')
+    assert rig.server.canceled == []
+
+
+def test_shadow_chunks_get_a_verdict_and_are_never_forwarded(rig):
+    ok = rig.send(1, shadow=True)
+    bad = rig.send(2, shadow=True, velocity=(0.0, 0.0, 2.0, 0.0, 0.0))
+    assert ok.accepted and not ok.forwarded and ok.shadow
+    assert not bad.accepted and not bad.forwarded
+    assert rig.send(1).forwarded                    # shadow did not consume the sequence
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+    assert rig.server.sequences() == [1]
+
+
+def test_estop_cancels_the_running_goal_within_bounded_time_and_latches(rig):
+    assert rig.send(1).forwarded
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+    wait_until(lambda: rig.gate._goal_handle is not None, 5.0, 'gate holds the goal handle')
+    rig.graph.wait_for_subscribers(rig.joy_pub)
+    pressed = time.monotonic()
+    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 1]))
+    wait_until(lambda: rig.server.canceled == [1], 5.0, 'goal canceled by e-stop')
+    latency = time.monotonic() - pressed
+    assert latency < 2.0, latency                   # generous: shared 2-core machine
+    verdict = rig.send(2)
+    assert not verdict.forwarded and 'estop' in {v.check for v in verdict.violations}
+    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0]))
+    wait_until(lambda: not rig.gate._estop_down, 5.0, 'e-stop released')
+    assert rig.call_reset().success
+    assert rig.send(3).forwarded
+
+
+def test_deadman_release_and_stale_joy_stop_forwarding(make_rig):
+    rig = make_rig(require_deadman=True, joy_timeout=0.3)
+    assert [v.check for v in rig.send(1).violations] == ['deadman']
+    rig.graph.wait_for_subscribers(rig.joy_pub)
+    stop = threading.Event()
+    axis = [1.0]
+
+    def hold() -> None:
+        while not stop.is_set():
+            rig.joy_pub.publish(Joy(axes=[0.0, 0.0, 0.0, axis[0]], buttons=[0, 0]))
+            stop.wait(0.02)
+
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: rig.gate._deadman_held, 5.0, 'deadman held')
+        assert rig.send(2).forwarded
+        wait_until(lambda: rig.server.sequences() == [2], 5.0, 'goal 2')
+        axis[0] = 0.0                                # release
+        wait_until(lambda: rig.server.canceled == [2], 5.0, 'deadman release cancels')
+        assert not rig.send(3).forwarded
+        axis[0] = 1.0
+        wait_until(lambda: rig.gate._deadman_held, 5.0, 'deadman held again')
+        assert rig.send(4).forwarded
+        wait_until(lambda: rig.server.sequences() == [2, 4], 5.0, 'goal 4')
+    finally:
+        stop.set()
+        t.join()
+    wait_until(lambda: rig.server.canceled == [2, 4], 5.0, 'stale quest/joy cancels')
+
+
+def test_stale_joint_states_reject_chunks_and_cancel_the_running_goal(rig):
+    assert rig.send(1).forwarded
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+    wait_until(lambda: rig.gate._goal_handle is not None, 5.0, 'goal handle')
+    rig.tester.destroy_timer(rig.js_timer)
+    wait_until(lambda: rig.server.canceled == [1], 5.0, 'watchdog cancels on stale state')
+    verdict = rig.send(2)
+    assert [v.check for v in verdict.violations] == ['joint_state']
+    assert rig.server.sequences() == [1]
+
+
+def test_malformed_urdf_rejects_everything_with_the_reason(make_rig):
+    rig = make_rig(urdf_text='<robot name="x"><link name="a"')
+    verdict = rig.send(1)
+    assert [v.check for v in verdict.violations] == ['robot_model']
+    assert 'well-formed' in verdict.violations[0].message
+    assert rig.server.sequences() == []
+
+
+def test_robot_description_topic_provides_the_model(make_rig):
+    rig = make_rig(urdf_path='')
+    assert [v.check for v in rig.send(1).violations] == ['robot_model']
+    pub = rig.tester.create_publisher(String, 'robot_description', QoSProfile(
+        depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    pub.publish(String(data=URDF))
+    wait_until(lambda: rig.gate._model is not None, 5.0, 'model from robot_description')
+    assert rig.send(2).forwarded
