@@ -96,11 +96,13 @@ class SimRobot(Node):
                    'float64_multi_array': (Float64MultiArray, self._on_array_command),
                    'joint_trajectory': (JointTrajectory, self._on_trajectory_command)}
         msg_type, cb = handler[self.interface]
-        group = MutuallyExclusiveCallbackGroup()
-        self._cmd_sub = self.create_subscription(msg_type, 'command', cb, 10,
-                                                 callback_group=group)
+        # One group per entity: an entity whose group is busy makes rclpy's multi-threaded
+        # executor spin on it (shared state is guarded by self._lock instead).
+        self._cmd_sub = self.create_subscription(
+            msg_type, 'command', cb, 10, callback_group=MutuallyExclusiveCallbackGroup())
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._timer = self.create_timer(1.0 / p['rate'], self._step, callback_group=group)
+        self._timer = self.create_timer(1.0 / p['rate'], self._step,
+                                       callback_group=MutuallyExclusiveCallbackGroup())
         self.get_logger().info(f'simulating {len(self.joints)} joints, command interface '
                                f'{self.interface}')
 

@@ -14,6 +14,8 @@ live goal; the action server has its own reentrant callback group).
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 import time
 
@@ -43,6 +45,9 @@ from egoroll_ros.errors import TrajectoryError
 from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, trajectory_from_msg
 from egoroll_ros.ros.params import Param, declare_params, per_joint
 from egoroll_ros.ros.runner import run_node
+
+#: GIL switch interval (s) set by ``main`` (Python's default is 5 ms).
+SWITCH_INTERVAL = 0.0002
 
 COMMAND_INTERFACES = ('joint_state', 'float64_multi_array', 'joint_trajectory')
 
@@ -328,10 +333,9 @@ class TrajectoryServer(Node):
         if fb.actual is not None:
             msg.actual = fb.actual.tolist()
             msg.error = (fb.desired - fb.actual).tolist()
-        try:
+        # The goal may have ended meanwhile.
+        with contextlib.suppress(Exception):
             waiter.handle.publish_feedback(msg)
-        except Exception:  # noqa: BLE001 - the goal may have ended meanwhile
-            pass
 
     def _publish_diagnostics(self, values: dict[str, str], ros_now: float) -> None:
         status = DiagnosticStatus(name=f'{self.get_name()}: executor', hardware_id='')
@@ -357,11 +361,12 @@ class TrajectoryServer(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of the ``trajectory_server`` console script."""
+    # The control thread must get the GIL back promptly after each sleep; the default 5 ms
+    # switch interval would make it wait behind busy executor threads for a whole tick.
+    sys.setswitchinterval(SWITCH_INTERVAL)
     return run_node(lambda: TrajectoryServer(), args, num_threads=8)
 
 
 if __name__ == '__main__':
-    import sys
-
     sys.exit(main())
 

@@ -29,7 +29,7 @@ def test_every_kind_passes_exactly_through_the_knots(kind):
     times = [0.0, 0.3, 0.7, 1.0]
     pos = [[0.0, 1.0], [0.5, 0.5], [0.2, 0.0], [1.0, -1.0]]
     tr = _traj(kind, times, pos)
-    for t, q in zip(times, pos):
+    for t, q in zip(times, pos, strict=True):
         np.testing.assert_allclose(tr.sample(t)[0], q, atol=1e-12)
 
 

@@ -1,0 +1,279 @@
+"""trajectory_server on real DDS: validation codes, preemption, cancel, tolerances, silence,
+command interfaces. Server, sim robot and client run in this process (one participant), so
+discovery is instant. Rates are kept at 100-200 Hz: rclpy's executor costs about 1 ms of CPU per
+callback on these 2-core machines, and every setpoint is a callback for the sim and the test."""
+
+from __future__ import annotations
+
+from diagnostic_msgs.msg import DiagnosticArray
+import numpy as np
+import pytest
+from rclpy.action import ActionClient
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from egoroll_interfaces.action import ExecuteTrajectory
+from egoroll_ros.core.executor import CODES
+from egoroll_ros.nodes.sim_robot import SimRobot
+from egoroll_ros.nodes.trajectory_server import TrajectoryServer
+from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, time_to_sec
+from egoroll_ros.testing import wait_until
+
+pytestmark = pytest.mark.integration
+R = ExecuteTrajectory.Result
+J = ['j1', 'j2', 'j3']
+VMAX = 2.0
+
+
+def _params(d):
+    return [Parameter(k, value=v) for k, v in d.items()]
+
+
+class Rig:
+    def __init__(self, graph, server=None, sim=None, start_sim=True):
+        self.graph = graph
+        sp = dict(joints=J, control_rate=100.0, state_timeout=1.0, max_velocity=[VMAX] * 3,
+                  max_acceleration=[20.0] * 3, goal_time_tolerance=0.5)
+        sp.update(server or {})
+        self.server = graph.add(TrajectoryServer(context=graph.context,
+                                                 parameter_overrides=_params(sp)))
+        self.sim_params = dict(joints=J, max_velocity=[5.0] * 3, rate=100.0,
+                               time_constant=0.01)
+        self.sim_params.update(sim or {})
+        self.sim = self.start_sim() if start_sim else None
+        self.node = graph.node('exec_test_client')
+        self.client = ActionClient(self.node, ExecuteTrajectory, 'execute_trajectory')
+        assert self.client.wait_for_server(timeout_sec=10.0)
+        self.commanded = graph.collect(self.node, JointState, 'executor/commanded', 1000)
+        graph.wait_for_publishers(self.commanded.subscription)
+        self.seq = 0
+        if self.sim is not None:
+            wait_until(lambda: self.server.core.measured is not None, 10.0, 'joint_states')
+
+    def start_sim(self):
+        self.sim = self.graph.add(SimRobot(context=self.graph.context,
+                                           parameter_overrides=_params(self.sim_params)))
+        return self.sim
+
+    def now(self):
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def goal(self, times, positions, names=J, stamp=0.0, seq=None, velocities=None):
+        if seq is None:
+            self.seq += 1
+            seq = self.seq
+        traj = JointTrajectory(joint_names=list(names))
+        traj.header.stamp = sec_to_time(stamp)
+        for i, t in enumerate(times):
+            p = JointTrajectoryPoint(positions=list(positions[i]),
+                                     time_from_start=sec_to_duration(t))
+            if velocities is not None:
+                p.velocities = list(velocities[i])
+            traj.points.append(p)
+        return ExecuteTrajectory.Goal(trajectory=traj, sequence=seq, source='test')
+
+    def send(self, goal, feedback=None):
+        fut = self.client.send_goal_async(goal, feedback_callback=feedback)
+        wait_until(fut.done, 10.0, 'goal response')
+        handle = fut.result()
+        assert handle.accepted  # invalid goals are accepted, then aborted with their code
+        return handle
+
+    def result(self, handle, timeout=10.0):
+        fut = handle.get_result_async()
+        wait_until(fut.done, timeout, 'goal result')
+        return fut.result().result
+
+    def run(self, goal, timeout=10.0):
+        return self.result(self.send(goal), timeout)
+
+    def commanded_since(self, stamp):
+        return [m for m in self.commanded.snapshot() if time_to_sec(m.header.stamp) > stamp]
+
+
+def _assert_continuous(msgs, vmax=VMAX, period=None):
+    pos = np.array([m.position for m in msgs])
+    ts = np.array([time_to_sec(m.header.stamp) for m in msgs])
+    dt = np.diff(ts)
+    assert np.all(dt > 0), 'setpoints out of order'
+    step = np.max(np.abs(np.diff(pos, axis=0)), axis=1)
+    bound = vmax * dt * (1 + 1e-6) + 1e-8
+    worst = int(np.argmax(step - bound))
+    assert np.all(step <= bound), f'setpoint step {step[worst]:.5f} > {bound[worst]:.5f}'
+
+
+def test_result_codes_are_the_action_constants():
+    for name, value in CODES.items():
+        assert getattr(R, name) == value, name
+
+
+def test_each_invalid_goal_is_aborted_with_its_own_code_and_a_message(ros_graph):
+    rig = Rig(ros_graph)
+    ok = rig.run(rig.goal([0.2], [[0.05] * 3]))
+    assert ok.error_code == R.SUCCESSFUL, ok.error_string
+    last = rig.seq
+    nan = float('nan')
+    cases = [
+        (rig.goal([], []), R.EMPTY_TRAJECTORY, 'no points'),
+        (rig.goal([0.5], [[0.0] * 3], names=['j1', 'j2', 'x']), R.INVALID_JOINTS, 'unknown: x'),
+        (rig.goal([0.5], [[0.0] * 2], names=['j1', 'j2']), R.INVALID_JOINTS, 'missing: j3'),
+        (rig.goal([0.5], [[0.0] * 4], names=J + ['j1']), R.INVALID_JOINTS, 'duplicate: j1'),
+        (rig.goal([0.5], [[0.0] * 2]), R.SIZE_MISMATCH, 'positions'),
+        (rig.goal([0.5], [[0.0] * 3], velocities=[[0.0]]), R.SIZE_MISMATCH, 'velocities'),
+        (rig.goal([0.5], [[0.0, nan, 0.0]]), R.NON_FINITE, 'positions'),
+        (rig.goal([0.5, 0.5], [[0.0] * 3] * 2), R.TIME_NOT_INCREASING, 'point 1'),
+        (rig.goal([0.5], [[0.0] * 3], seq=last), R.OLD_SEQUENCE, f'{last}'),
+        (rig.goal([0.5], [[0.0] * 3], stamp=rig.now() - 2.0), R.TRAJECTORY_IN_PAST, 'past'),
+    ]
+    for goal, code, text in cases:
+        res = rig.run(goal)
+        assert res.error_code == code, (code, res.error_string)
+        assert text in res.error_string
+    # a refused goal never disturbed the hold, and a valid one still runs
+    assert rig.server.core.state == 'holding'
+    rig.seq += 20
+    assert rig.run(rig.goal([0.2], [[0.0] * 3])).error_code == R.SUCCESSFUL
+
+
+def test_goal_without_joint_states_is_refused_then_stale_state_is_refused(ros_graph):
+    rig = Rig(ros_graph, start_sim=False)
+    res = rig.run(rig.goal([0.5], [[0.0] * 3]))
+    assert res.error_code == R.NO_STATE, res.error_string
+    rig.start_sim()
+    wait_until(lambda: rig.server.core.measured is not None, 10.0, 'joint_states')
+    rig.sim.set_parameters([Parameter('fault.drop_fraction', value=1.0)])
+    wait_until(lambda: rig.run(rig.goal([0.5], [[0.0] * 3])).error_code == R.STALE_STATE, 5.0,
+               'STALE_STATE')
+
+
+def test_goal_succeeds_with_feedback_planned_and_diagnostics(ros_graph):
+    rig = Rig(ros_graph, server={'goal_tolerance': [0.01] * 3})
+    planned = ros_graph.collect(rig.node, JointState, 'executor/planned')
+    diags = ros_graph.collect(rig.node, DiagnosticArray, '/diagnostics')
+    feedback = []
+    target = [0.3, -0.2, 0.1]
+    handle = rig.send(rig.goal([0.4, 0.8], [[0.15, -0.1, 0.05], target]),
+                      feedback=lambda fb: feedback.append(fb.feedback))
+    planned.wait_for(lambda m: np.allclose(m.position, target), 5.0)
+    res = rig.result(handle)
+    assert res.error_code == R.SUCCESSFUL, res.error_string
+    assert res.points_executed == 2
+    assert feedback and feedback[0].joint_names == J and len(feedback[0].actual) == 3
+    np.testing.assert_allclose(rig.commanded.snapshot()[-1].position, target)
+    d = diags.wait_for(lambda m: any(kv.key == 'late_ticks' for kv in m.status[0].values), 5.0)
+    keys = {kv.key for kv in d.status[0].values}
+    assert {'state', 'active_sequence', 'late_ticks', 'last_error'} <= keys
+
+
+def test_preemption_mid_trajectory_is_continuous_and_old_goal_ends_preempted(ros_graph):
+    rig = Rig(ros_graph, server={'goal_tolerance': [0.02] * 3})
+    first = rig.send(rig.goal([0.5, 1.0], [[0.4] * 3, [0.8] * 3]))
+    rig.commanded.wait_for(lambda m: m.position[0] > 0.2, 5.0)
+    t_switch = rig.now()
+    second = rig.send(rig.goal([0.3, 0.6], [[0.3, 0.2, 0.1], [0.0, -0.1, -0.2]]))
+    r1 = rig.result(first)
+    r2 = rig.result(second)
+    assert r1.error_code == R.PREEMPTED, r1.error_string
+    assert r2.error_code == R.SUCCESSFUL, r2.error_string
+    msgs = rig.commanded_since(t_switch - 0.2)
+    _assert_continuous(msgs)
+    np.testing.assert_allclose(msgs[-1].position, [0.0, -0.1, -0.2])
+    assert max(m.position[0] for m in msgs) < 0.8  # the old goal's end was never reached
+
+
+def test_cancel_holds_within_one_period_and_no_old_setpoint_after_the_result(ros_graph):
+    rate = 200.0
+    rig = Rig(ros_graph, server={'control_rate': rate, 'feedback_rate': 1.0,
+                                 'planned_rate': 1.0})
+    for rep in range(200):
+        sign = 1.0 if rep % 2 == 0 else -1.0
+        t_sent = rig.now()
+        handle = rig.send(rig.goal([0.4, 0.8], [[0.1 * sign] * 3, [0.2 * sign] * 3]))
+        rig.commanded.wait_for(lambda m, t=t_sent: time_to_sec(m.header.stamp) > t and
+                               abs(m.velocity[0]) > 1e-6, 5.0)
+        cancel = handle.cancel_goal_async()
+        res = rig.result(handle)
+        t_result = rig.now()
+        assert res.error_code == R.CANCELED, (rep, res.error_string)
+        wait_until(cancel.done, 5.0, 'cancel response')
+        wait_until(lambda t=t_result: len(rig.commanded_since(t)) >= 3, 5.0,
+                   'setpoints after the cancel result')
+        after = rig.commanded_since(t_result)
+        hold = after[0].position
+        for m in after:
+            assert list(m.position) == list(hold), f'rep {rep}: moving after the result'
+            assert not any(m.velocity), f'rep {rep}: velocity after the result'
+        before = [m for m in rig.commanded.snapshot()
+                  if t_sent < time_to_sec(m.header.stamp) <= t_result]
+        moving = [m for m in before if list(m.position) != list(hold)]
+        assert moving, f'rep {rep}: never moved'
+        # hold within one period of the last moving setpoint
+        step = np.max(np.abs(np.array(moving[-1].position) - np.array(hold)))
+        assert step <= VMAX / rate * (1 + 1e-6) + 1e-9, f'rep {rep}: hold step {step}'
+        rig.commanded.clear()
+
+
+def test_path_tolerance_aborts_and_holds_at_measured_when_the_sim_freezes(ros_graph):
+    rig = Rig(ros_graph, server={'path_tolerance': [0.1] * 3})
+    rig.sim.set_parameters([Parameter('fault.freeze', value=True)])
+    frozen = rig.server.core.measured.positions.copy()
+    res = rig.run(rig.goal([1.0], [[0.6] * 3]))
+    assert res.error_code == R.PATH_TOLERANCE_VIOLATED, res.error_string
+    t = rig.now()
+    wait_until(lambda: len(rig.commanded_since(t)) >= 3, 5.0, 'hold setpoints')
+    for m in rig.commanded_since(t):
+        np.testing.assert_allclose(m.position, frozen, atol=1e-9)
+
+
+def test_state_timeout_aborts_execution_when_joint_states_stop(ros_graph):
+    rig = Rig(ros_graph)
+    handle = rig.send(rig.goal([2.0], [[0.5] * 3]))
+    rig.commanded.wait_for(lambda m: m.position[0] > 0.02, 5.0)
+    rig.sim.set_parameters([Parameter('fault.drop_fraction', value=1.0)])
+    res = rig.result(handle)
+    assert res.error_code == R.STALE_STATE, res.error_string
+    t = rig.now()
+    wait_until(lambda: len(rig.commanded_since(t)) >= 3, 5.0, 'hold setpoints')
+    held = rig.commanded_since(t)
+    assert all(list(m.position) == list(held[0].position) for m in held)
+
+
+def test_command_timeout_aborts_when_no_newer_goal_arrives(ros_graph):
+    rig = Rig(ros_graph, server={'command_timeout': 0.3})
+    res = rig.run(rig.goal([3.0], [[0.5] * 3]))
+    assert res.error_code == R.COMMAND_TIMEOUT, res.error_string
+    assert rig.server.core.state == 'holding'
+
+
+def test_points_already_in_the_past_are_dropped(ros_graph):
+    rig = Rig(ros_graph, server={'goal_tolerance': [0.01] * 3})
+    assert rig.commanded.snapshot() == []  # nothing is commanded before the first goal
+    start = list(rig.server.core.measured.positions)
+    # points 0 and 1 lie 0.3 s in the past and far away; the arm must never head for them
+    stamp = rig.now() - 0.5
+    res = rig.run(rig.goal([0.1, 0.2, 0.9], [[1.5] * 3, [1.5] * 3, [0.1] * 3], stamp=stamp))
+    assert res.error_code == R.SUCCESSFUL, res.error_string
+    assert res.points_executed == 3
+    peak = max(m.position[0] for m in rig.commanded_since(stamp))
+    assert peak <= max(0.1, start[0]) + 1e-6
+
+
+@pytest.mark.parametrize('interface,msg_type', [('float64_multi_array', Float64MultiArray),
+                                                ('joint_trajectory', JointTrajectory)])
+def test_command_interface_drives_the_sim(ros_graph, interface, msg_type):
+    rig = Rig(ros_graph, server={'command_interface': interface,
+                                 'goal_tolerance': [0.01] * 3},
+              sim={'command_interface': interface})
+    cmd = ros_graph.collect(rig.node, msg_type, 'command')
+    target = [0.2, -0.3, 0.1]
+    res = rig.run(rig.goal([0.3, 0.6], [[0.1, -0.15, 0.05], target]))
+    assert res.error_code == R.SUCCESSFUL, res.error_string
+    np.testing.assert_allclose(rig.server.core.measured.positions, target, atol=0.01)
+    msg = cmd.wait_for(timeout=5.0)
+    if interface == 'joint_trajectory':
+        last = [m for m in cmd.snapshot() if m.points][-1]
+        assert last.joint_names == J
+    else:
+        assert len(msg.data) == 3
