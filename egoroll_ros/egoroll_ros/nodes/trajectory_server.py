@@ -263,9 +263,9 @@ class TrajectoryServer(Node):
             try:
                 self._tick(deadline, now, missed)
             except Exception as exc:  # noqa: BLE001 - the loop must survive; reported
+                if not self.context.ok() or not self._running:
+                    return  # shutting down
                 self._warn_once('tick', f'control tick failed: {type(exc).__name__}: {exc}')
-                if not self.context.ok():
-                    return
 
     def _tick(self, t: float, now: float, missed: int) -> None:
         ros_now = self.get_clock().now().nanoseconds * 1e-9 - (now - t)
