@@ -1,5 +1,6 @@
 """The installed policy_node script with the installed demo config and an egoroll_act
-checkpoint (read-only), fed 640x480 camera frames and joint states over DDS."""
+checkpoint (read-only), fed 224x224 camera frames (the size the config expects) and joint
+states over DDS."""
 
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ def test_installed_node_preflights_and_runs_a_read_only_act_checkpoint(ros_graph
     node = ros_graph.node('feeder')
     cam = node.create_publisher(Image, 'camera/scene/image_raw', qos_profile_sensor_data)
     js = node.create_publisher(JointState, 'joint_states', qos_profile_sensor_data)
-    frame = Image(height=480, width=640, encoding='rgb8', step=640 * 3)
-    frame.data = rng.integers(0, 255, 480 * 640 * 3, dtype=np.uint8).tobytes()
+    frame = Image(height=224, width=224, encoding='rgb8', step=224 * 3)
+    frame.data = rng.integers(0, 255, 224 * 224 * 3, dtype=np.uint8).tobytes()
 
     def feed() -> None:
         stamp = node.get_clock().now().to_msg()
