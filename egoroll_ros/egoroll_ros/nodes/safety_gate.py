@@ -545,6 +545,7 @@ class SafetyGate(Node):
                       ('require_deadman', str(self.p['require_deadman'])),
                       ('on_reject', self.p['on_reject']),
                       ('goal_active', str(self._goal_seq is not None)),
+                      ('executor_ready', str(self._client.server_is_ready())),
                       ('last_forwarded_sequence', str(self._last_forwarded)),
                       ('last_verdict', self._last_summary)]
             values += [(k, str(v)) for k, v in self._stats.items()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, KeyValue
 import numpy as np
 import pytest
 from rclpy.qos import qos_profile_sensor_data
@@ -59,8 +59,10 @@ def graph(ros_graph, launcher):
     ros_graph.wait_for_publishers(verdicts.subscription)
     states.wait_for(timeout=10.0)
     diag = ros_graph.collect(node, DiagnosticArray, '/diagnostics')
-    diag.wait_for(lambda d: any('safety gate' in st.name and st.message == 'ok'
-                                for st in d.status), timeout=15.0)   # model + joint_states in
+    diag.wait_for(lambda d: any(
+        'safety gate' in st.name and st.message == 'ok'              # model + joint_states in
+        and KeyValue(key='executor_ready', value='True') in st.values for st in d.status),
+        timeout=15.0)
     return node, pub, verdicts, states
 
 
