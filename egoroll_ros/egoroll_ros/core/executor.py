@@ -467,7 +467,9 @@ class ExecutorCore:
             self._set_motion(DecelerationStop(now, cur[0], cur[1], self._amax))
             self.state = STOPPING
         else:
-            self._set_motion(hold(now, cur[0]))
+            # Hold exactly at the last setpoint sent: the command stops changing at once.
+            moving = self.state in (EXECUTING, STOPPING) and self._last is not None
+            self._set_motion(hold(now, self._last.positions if moving else cur[0]))
             self.state = HOLDING
         self._continuous = True
 

@@ -167,6 +167,13 @@ class SimRobot(Node):
             return
         stamp = ros_now if traj.stamp == 0.0 else traj.stamp
         times = now - (ros_now - stamp) + traj.times
+        if times[-1] <= now:
+            # Like a trajectory controller sampling past the end: go to the last point.
+            self._warn_once('past', 'command trajectory entirely in the past: going to its '
+                            'last point')
+            with self._lock:
+                self.arm.set_target(traj.positions[-1, order])
+            return
 
         def cols(a):  # noqa: ANN001, ANN202
             return None if a is None else a[:, order]

@@ -32,8 +32,10 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_ros.core.executor import (
     CODES,
+    HOLDING,
     IDLE_OUTPUTS,
     STOP_BEHAVIORS,
+    STOPPING,
     ExecutorConfig,
     ExecutorCore,
     Outcome,
@@ -229,7 +231,14 @@ class TrajectoryServer(Node):
     def _on_cancel(self, goal_handle) -> CancelResponse:  # noqa: ANN001
         key = bytes(goal_handle.goal_id.uuid)
         with self._lock:
-            ok = self.core.cancel(key, time.monotonic())
+            now = time.monotonic()
+            ok = self.core.cancel(key, now)
+            if ok and self.interface == 'joint_trajectory' and self.core.motion is not None:
+                # A downstream controller keeps running the old trajectory until told
+                # otherwise: forward the stop motion before the cancel (and its result) is
+                # acknowledged, not at the next tick.
+                self._command_pub.publish(self._forward_msg(
+                    now, self.get_clock().now().nanoseconds * 1e-9))
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
         return CancelResponse.ACCEPT if ok else CancelResponse.REJECT
@@ -308,7 +317,10 @@ class TrajectoryServer(Node):
         times, pos, vel, acc = self.core.motion.knots()
         keep = times > t
         msg = JointTrajectory(joint_names=list(self.config.joints))
-        msg.header.stamp = sec_to_time(ros_now)
+        # A stop motion is stamped zero ("start on receipt") so a late delivery cannot make it
+        # a trajectory in the past that the controller would ignore; a goal keeps its timing.
+        stopping = self.core.state in (HOLDING, STOPPING)
+        msg.header.stamp = sec_to_time(0.0 if stopping else ros_now)
         if not np.any(keep):
             times = np.array([t + self.config.period])
             pos, vel, acc = pos[-1:], np.zeros_like(pos[-1:]), np.zeros_like(pos[-1:])

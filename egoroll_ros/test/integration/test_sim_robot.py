@@ -69,11 +69,17 @@ def test_sim_robot_follows_commands_and_injects_faults(ros_graph, launcher, tmp_
     _set(node, 'sim_robot', 'fault.freeze', False)
     reach([0.0, 0.1])
     _set(node, 'sim_robot', 'fault.drop_fraction', 1.0)
-    n = len(states.snapshot())
-    wait_until(lambda: len(states.snapshot()) == n, 2.0, 'joint_states to stop')  # settles
-    n = len(states.snapshot())
-    with pytest.raises(AssertionError):
-        states.wait_count(n + 1, timeout=0.5)
+
+    def silent_for(window):
+        n = len(states.snapshot())
+        try:
+            states.wait_count(n + 1, timeout=window)
+        except AssertionError:
+            return True
+        return False
+
+    # messages already in flight may still arrive; then joint_states go silent
+    assert any(silent_for(0.3) for _ in range(10)), 'joint_states never stopped'
 
 
 def test_installed_server_and_sim_run_a_demo_goal_from_their_config_files(ros_graph, launcher):
