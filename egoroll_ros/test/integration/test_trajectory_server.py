@@ -172,7 +172,7 @@ def test_preemption_mid_trajectory_is_continuous_and_old_goal_ends_preempted(ros
     first = rig.send(rig.goal([0.5, 1.0], [[0.4] * 3, [0.8] * 3]))
     rig.commanded.wait_for(lambda m: m.position[0] > 0.2, 5.0)
     t_switch = rig.now()
-    second = rig.send(rig.goal([0.3, 0.6], [[0.3, 0.2, 0.1], [0.0, -0.1, -0.2]]))
+    second = rig.send(rig.goal([0.6, 1.2], [[0.3, 0.2, 0.1], [0.0, -0.1, -0.2]]))
     r1 = rig.result(first)
     r2 = rig.result(second)
     assert r1.error_code == R.PREEMPTED, r1.error_string
