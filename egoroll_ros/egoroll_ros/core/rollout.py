@@ -40,19 +40,26 @@ class TransitionError(Exception):
 class RolloutStateMachine:
     """Owns the rollout state, its detail string, the generation and chunk sequence.
 
+    The sequence is ONE stream for the life of the state machine: shadow (preflight) and live
+    chunks of every rollout draw from it, so the safety gate and the executor, which drop any
+    sequence not newer than the last, see it grow across stop/start cycles.
+
     Args:
         preflight_validity: seconds a passing preflight allows a start.
         clock: steady clock (``time.monotonic`` by default), injectable for tests.
+        first_sequence: the first sequence handed out (policy_node passes the wall-clock time
+            in microseconds, so a restarted node continues above its predecessor).
     """
 
-    def __init__(self, preflight_validity: float, clock: Callable[[], float]) -> None:
+    def __init__(self, preflight_validity: float, clock: Callable[[], float],
+                 first_sequence: int = 1) -> None:
         self.preflight_validity = float(preflight_validity)
         self._clock = clock
         self.lock = threading.RLock()
         self._state = State.UNCONFIGURED
         self._detail = 'not configured'
         self._generation = 0
-        self._sequence = 0
+        self._sequence = int(first_sequence) - 1
         self._preflight_at: float | None = None
         self.chunks_published = 0
 
@@ -135,7 +142,7 @@ class RolloutStateMachine:
                 self._set(State.FAULT if fault else State.IDLE, detail, bump=True)
 
     def start(self) -> int:
-        """Enter RUNNING; returns the rollout's generation. The sequence restarts at 1.
+        """Enter RUNNING; returns the rollout's generation (the sequence continues).
 
         Raises:
             TransitionError: not READY (with why: no preflight, expired, running, fault).
@@ -149,7 +156,6 @@ class RolloutStateMachine:
                                       f'{self.preflight_validity:g} s (state '
                                       f'{self._state.name}: {self._detail})')
             self._preflight_at = None
-            self._sequence = 0
             self._set(State.RUNNING, 'live rollout', bump=True)
             return self._generation
 
@@ -180,6 +186,12 @@ class RolloutStateMachine:
         """Whether ``generation`` is the current RUNNING rollout."""
         with self.lock:
             return self._state is State.RUNNING and generation == self._generation
+
+    def next_sequence(self) -> int:
+        """Take the next sequence number (for a shadow chunk; call with :attr:`lock` held)."""
+        with self.lock:
+            self._sequence += 1
+            return self._sequence
 
     def publish_if_current(self, generation: int, publish: Callable[[int], T]) -> T | None:
         """Call ``publish(sequence)`` under the lock iff ``generation`` is the current running

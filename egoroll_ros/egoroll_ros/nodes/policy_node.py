@@ -31,21 +31,23 @@ from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.debounce import ButtonDebouncer
+from egoroll_ros.core.inference import (
+    load_configured_policy,
+    make_chunk,
+    predict_positions,
+    setup_from_params,
+)
 from egoroll_ros.core.observation import (
     JOINT_STATES,
     QUEST_JOY,
     QUEST_LEFT,
     QUEST_RIGHT,
-    CameraConfig,
     LatestInputs,
     ObservationBuilder,
-    Quest,
     StaleInputError,
     camera_input,
-    unwrap_continuous,
 )
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
-from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.errors import (
     CheckpointError,
     ConfigError,
@@ -57,11 +59,14 @@ from egoroll_ros.policies.base import (
     Observation,
     Policy,
     PolicyError,
-    check_chunk,
-    load_backend,
-    validate_metadata,
 )
-from egoroll_ros.ros.convert import chunk_to_msg, joint_state_from_msg, time_to_sec
+from egoroll_ros.ros.convert import (
+    chunk_to_msg,
+    joint_state_from_msg,
+    joy_from_msg,
+    pose_from_msg,
+    time_to_sec,
+)
 from egoroll_ros.ros.params import Param, declare_params
 from egoroll_ros.ros.runner import run_node
 
@@ -130,41 +135,19 @@ PARAMS = [
 _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
-def _cameras(p: dict[str, Any]) -> list[CameraConfig]:
-    names = p['cameras.names']
-    if len(set(names)) != len(names) or any(not re.match(r'^[A-Za-z_][A-Za-z0-9_]*$', n)
-                                             for n in names):
-        raise ConfigError("parameter 'cameras.names': names must be unique identifiers")
-    for key in ('cameras.heights', 'cameras.widths'):
-        if len(p[key]) != len(names):
-            raise ConfigError(f"parameter '{key}': needs one value per camera ({len(names)}), "
-                              f'got {len(p[key])}')
-    comp = p['cameras.compressed'] or [False] * len(names)
-    if len(comp) != len(names):
-        raise ConfigError(f"parameter 'cameras.compressed': needs one value per camera "
-                          f'({len(names)}) or none, got {len(comp)}')
-    return [CameraConfig(n, h, w, c) for n, h, w, c in
-            zip(names, p['cameras.heights'], p['cameras.widths'], comp, strict=True)]
-
-
 class PolicyNode(LifecycleNode):
     """The policy node (see the module docstring). ``**kwargs`` go to ``Node.__init__``."""
 
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.p = declare_params(self, PARAMS)
-        self.joints = list(self.p['joints'])
-        if not self.joints or len(set(self.joints)) != len(self.joints):
-            raise ConfigError("parameter 'joints': must be a non-empty list of unique names")
-        bad = [j for j in self.p['continuous_joints'] if j not in self.joints]
-        if bad:
-            raise ConfigError(f"parameter 'continuous_joints': not in 'joints': {bad}")
-        for key in ('quest.grip_axes', 'quest.trigger_axes'):
-            if len(self.p[key]) != 2:
-                raise ConfigError(f"parameter '{key}': needs [left, right]")
-        self.cameras = _cameras(self.p)
-        self._cont_cols = [self.joints.index(j) for j in self.p['continuous_joints']]
-        self.sm = RolloutStateMachine(self.p['preflight_validity'], time.monotonic)
+        self.setup = setup_from_params(self.p)
+        self.joints = list(self.setup.joints)
+        self.cameras = list(self.setup.cameras)
+        self._cont_cols = list(self.setup.continuous_columns)
+        # Sequences continue across rollouts and above any earlier run of this node.
+        self.sm = RolloutStateMachine(self.p['preflight_validity'], time.monotonic,
+                                      first_sequence=time.time_ns() // 1000)
         names = [JOINT_STATES] + [camera_input(c.name) for c in self.cameras] + \
             [QUEST_JOY, QUEST_LEFT, QUEST_RIGHT]
         self.inputs = LatestInputs(names)
@@ -175,7 +158,6 @@ class PolicyNode(LifecycleNode):
         self.last_latency = math.nan
         self.last_skip_reason = ''
         self.timing: list[tuple[float, float]] = []  # (assembly s, total s), last 1000
-        self._preflight_counter = 0
         self._debounce = ButtonDebouncer(self.p['quest.debounce_time'])
         self._closing = False
         self._wake = threading.Event()
@@ -242,36 +224,8 @@ class PolicyNode(LifecycleNode):
         if not path:
             from ament_index_python.packages import get_package_share_directory
             path = get_package_share_directory('egoroll_ros') + '/policies/demo'
-        options: dict[str, Any] = {}
-        if p['policy.num_threads']:
-            options['num_threads'] = p['policy.num_threads']
-        if p['policy.isolated']:
-            cls = load_backend('isolated')
-            policy = cls.load(path, backend=p['policy.backend'],
-                              python_executable=p['policy.python_executable'] or sys.executable,
-                              request_timeout=p['policy.request_timeout'],
-                              load_timeout=p['policy.load_timeout'], backend_options=options)
-        else:
-            policy = load_backend(p['policy.backend']).load(path, **options)
-        try:
-            meta = policy.metadata
-            want = p['policy.expected_fingerprint']
-            if want and meta.fingerprint != want:
-                raise CheckpointError(f"fingerprint mismatch: checkpoint {path} has "
-                                      f"{meta.fingerprint}, parameter "
-                                      f"'policy.expected_fingerprint' is {want}")
-            if not want:
-                self.get_logger().warning("'policy.expected_fingerprint' is empty: the "
-                                          'checkpoint fingerprint is not checked')
-            validate_metadata(meta, self.joints,
-                              {c.name: (c.height, c.width) for c in self.cameras})
-            self.builder = ObservationBuilder(
-                self.joints, self.cameras, meta, self.p['max_age.camera'],
-                self.p['max_age.joint_states'], self.p['max_age.quest'],
-                Quest(tuple(self.p['quest.grip_axes']), tuple(self.p['quest.trigger_axes'])))
-        except Exception:
-            policy.close()
-            raise
+        policy, self.builder = load_configured_policy(p, self.setup, path, sys.executable,
+                                                      self.get_logger().warning)
         old, self.policy = self.policy, policy
         if old is not None:
             old.close()
@@ -331,15 +285,13 @@ class PolicyNode(LifecycleNode):
 
     def _pose_cb(self, name: str):  # noqa: ANN202
         def cb(msg: PoseStamped) -> None:
-            p, q = msg.pose.position, msg.pose.orientation
-            self.inputs.put(name, (p.x, p.y, p.z, q.x, q.y, q.z, q.w),
-                            time_to_sec(msg.header.stamp), time.monotonic())
+            self.inputs.put(name, pose_from_msg(msg), time_to_sec(msg.header.stamp),
+                            time.monotonic())
         return cb
 
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
-        self.inputs.put(QUEST_JOY, (tuple(msg.buttons), tuple(msg.axes)),
-                        time_to_sec(msg.header.stamp), now)
+        self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now)
         b = self.p['quest.toggle_button']
         if b < 0:
             return
@@ -455,9 +407,7 @@ class PolicyNode(LifecycleNode):
         except InputError as exc:
             return f'input error: {exc}'
         t1 = time.perf_counter()
-        raw = self.policy.predict_chunk(obs)
-        arr = check_chunk(raw, self.policy.metadata)
-        positions = unwrap_continuous(arr, obs.state, self._cont_cols)
+        positions = predict_positions(self.policy, obs, self._cont_cols)
         t2 = time.perf_counter()
         self.timing.append((t1 - t0, t2 - t0))
         if len(self.timing) > 1000:
@@ -465,11 +415,8 @@ class PolicyNode(LifecycleNode):
         return obs, positions, t1 - t0, t2 - t0
 
     def _message(self, obs: Observation, positions: Any, latency: float, shadow: bool) -> Any:
-        meta = self.policy.metadata
-        traj = JointTrajectoryData(joint_names=tuple(self.joints), times=meta.point_times(),
-                                   positions=positions, stamp=obs.stamp)
-        chunk = Chunk(sequence=0, policy_id=meta.fingerprint, stamp=obs.stamp,
-                      trajectory=traj, shadow=shadow, inference_latency=latency)
+        chunk = make_chunk(self.policy.metadata, self.joints, positions, obs.stamp, latency,
+                           shadow=shadow)
         return chunk_to_msg(chunk, frame_id=self.p['frame_id'])
 
     def _step(self, gen: int) -> None:
@@ -515,8 +462,7 @@ class PolicyNode(LifecycleNode):
         with self.sm.lock:
             if self.sm.generation != gen or self.sm.state is not State.PREFLIGHT:
                 return False, 'preflight interrupted'
-            self._preflight_counter += 1
-            msg.sequence = self._preflight_counter
+            msg.sequence = self.sm.next_sequence()
             self.chunk_pub.publish(msg)
             self.sm.end_preflight(True, f'preflight passed ({latency * 1e3:.1f} ms); start '
                                         f"within {self.p['preflight_validity']:g} s")

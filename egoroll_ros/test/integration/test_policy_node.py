@@ -93,8 +93,8 @@ def test_preflight_then_start_publishes_numbered_stamped_chunks_via_services(ros
     assert node.sm.state is State.READY
     res = call('start')
     assert res.success, res.message
-    live = [chunks.wait_for(lambda m, k=k: not m.shadow and m.sequence == k, timeout=5)
-            for k in (1, 2, 3)]
+    live = [chunks.wait_for(lambda m, k=k: not m.shadow and m.sequence == shadow.sequence + k,
+                            timeout=5) for k in (1, 2, 3)]
     stop = call('stop')
     assert stop.success and node.sm.state is State.IDLE
     now = node.get_clock().now().nanoseconds * 1e-9

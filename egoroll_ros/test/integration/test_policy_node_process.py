@@ -83,7 +83,8 @@ def test_installed_node_preflights_and_runs_a_read_only_act_checkpoint(ros_graph
     assert shadow.policy_id == res.fingerprint and len(shadow.trajectory.points) == 3
     r = clients['start'].call(Trigger.Request(), timeout_sec=10)
     assert r.success, r.message
-    live = chunks.wait_for(lambda m: not m.shadow and m.sequence == 2, timeout=10)
+    live = chunks.wait_for(lambda m: not m.shadow and m.sequence == shadow.sequence + 2,
+                           timeout=10)
     assert live.policy_id == res.fingerprint
     r = clients['stop'].call(Trigger.Request(), timeout_sec=10)
     assert r.success

@@ -58,16 +58,22 @@ def test_preflight_expires_after_the_validity_window():
     assert sm.state is State.RUNNING
 
 
-def test_sequence_restarts_at_one_per_rollout_and_increases():
-    sm = _ready()
+def test_sequence_is_one_increasing_stream_across_rollouts_and_shadow_chunks():
+    sm = RolloutStateMachine(5.0, Clock(), first_sequence=100)
+    sm.configured()
+    sm.begin_preflight()
+    assert sm.next_sequence() == 100  # the preflight's shadow chunk
+    sm.end_preflight(True, 'ok')
     gen = sm.start()
-    assert [sm.publish_if_current(gen, lambda s: s) for _ in range(3)] == [1, 2, 3]
+    assert [sm.publish_if_current(gen, lambda s: s) for _ in range(3)] == [101, 102, 103]
     sm.stop()
     assert sm.publish_if_current(gen, lambda s: s) is None
     sm.begin_preflight()
+    assert sm.next_sequence() == 104
     sm.end_preflight(True, 'ok')
     gen2 = sm.start()
-    assert gen2 != gen and sm.publish_if_current(gen2, lambda s: s) == 1
+    # A new rollout continues the stream: the gate and the executor drop non-newer sequences.
+    assert gen2 != gen and sm.publish_if_current(gen2, lambda s: s) == 105
     assert sm.chunks_published == 4
 
 
