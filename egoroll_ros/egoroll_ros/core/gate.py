@@ -274,6 +274,24 @@ class GateConfig:
         return bool(self.ee_workspace_min)
 
 
+def config_from_params(values: dict) -> GateConfig:
+    """A :class:`GateConfig` from the safety_gate node's parameter values (name -> value).
+
+    Raises:
+        ConfigError: naming the parameter.
+    """
+    lim_j = values['position_limit_joints']
+    lo, hi = values['position_limit_lower'], values['position_limit_upper']
+    if not len(lim_j) == len(lo) == len(hi):
+        raise ConfigError("parameter 'position_limit_lower': position_limit_joints, _lower and "
+                          '_upper need the same length')
+    names = {f for f in GateConfig.__dataclass_fields__}
+    kwargs = {k: v for k, v in values.items() if k in names}
+    kwargs['position_limits'] = tuple(zip(lim_j, lo, hi, strict=True))
+    kwargs['disabled_checks'] = frozenset(values['disabled_checks'])
+    return GateConfig(**kwargs)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Per-joint limits resolved from the URDF and a :class:`GateConfig`, in ``joints`` order.

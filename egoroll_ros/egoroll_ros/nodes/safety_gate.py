@@ -27,7 +27,6 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
-from egoroll_interfaces.msg import Violation as ViolationMsg
 from egoroll_ros.core.gate import (
     OPTIONAL_CHECKS,
     WHOLE_CHUNK,
@@ -35,6 +34,7 @@ from egoroll_ros.core.gate import (
     Verdict,
     Violation,
     check,
+    config_from_params,
     prepare,
 )
 from egoroll_ros.core.robot_model import RobotModel
@@ -45,6 +45,7 @@ from egoroll_ros.ros.convert import (
     joint_state_from_msg,
     sec_to_time,
     trajectory_to_msg,
+    verdict_to_msg,
 )
 from egoroll_ros.ros.params import Param, declare_params
 from egoroll_ros.ros.runner import run_node
@@ -136,17 +137,7 @@ _NOT_READY = frozenset({'robot_model', 'joint_state'})
 _COLORS = {'accepted': (0.1, 0.9, 0.1), 'confirm': (1.0, 0.85, 0.0), 'rejected': (1.0, 0.1, 0.1)}
 
 
-def _config_from(values: dict[str, Any]) -> GateConfig:
-    lim_j = values['position_limit_joints']
-    lo, hi = values['position_limit_lower'], values['position_limit_upper']
-    if not len(lim_j) == len(lo) == len(hi):
-        raise ConfigError("parameter 'position_limit_lower': position_limit_joints, _lower and "
-                          '_upper need the same length')
-    names = {f for f in GateConfig.__dataclass_fields__}
-    kwargs = {k: v for k, v in values.items() if k in names}
-    kwargs['position_limits'] = tuple(zip(lim_j, lo, hi, strict=True))
-    kwargs['disabled_checks'] = frozenset(values['disabled_checks'])
-    return GateConfig(**kwargs)
+_config_from = config_from_params
 
 
 class SafetyGate(Node):
@@ -479,22 +470,8 @@ class SafetyGate(Node):
     # ---- outputs ---------------------------------------------------------------------------
     def _publish_verdict(self, chunk_msg: Any, verdict: Verdict, forwarded: bool,
                          note: str = '') -> None:
-        out = GateVerdict()
-        out.header.stamp = self.get_clock().now().to_msg()
-        out.sequence = int(chunk_msg.sequence)
-        out.policy_id = chunk_msg.policy_id
-        out.chunk_stamp = chunk_msg.header.stamp
-        out.shadow = bool(chunk_msg.shadow)
-        out.accepted = verdict.accepted
-        out.needs_confirmation = verdict.needs_confirmation
-        out.forwarded = forwarded
-        out.violations = [ViolationMsg(check=v.check, subject=v.subject,
-                                       point_index=v.point_index, value=v.value,
-                                       limit=v.limit, message=v.message)
-                          for v in verdict.violations]
-        out.check_duration = float(verdict.check_duration)
-        out.summary = note + verdict.summary + (' (forwarded)' if forwarded else '') + \
-            (' (shadow)' if chunk_msg.shadow else '')
+        out = verdict_to_msg(verdict, chunk_msg, self.get_clock().now().to_msg(), forwarded,
+                             note)
         with self._lock:
             self._last_summary = out.summary
         self._verdict_pub.publish(out)

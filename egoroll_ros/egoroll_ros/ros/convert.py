@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from builtin_interfaces.msg import Duration, Time
 import numpy as np
-from sensor_msgs.msg import JointState
+from sensor_msgs.msg import JointState, Joy
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from egoroll_interfaces.msg import ActionChunk
+from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_interfaces.msg import Violation as ViolationMsg
 from egoroll_ros.core.types import Chunk, JointStateData, JointTrajectoryData
 from egoroll_ros.errors import TrajectoryError
 
@@ -121,3 +122,44 @@ def joint_state_from_msg(msg: JointState, received: float) -> JointStateData:
         and len(msg.name) else None
     return JointStateData(names=tuple(msg.name), positions=np.asarray(msg.position, dtype=float),
                           velocities=vel, stamp=time_to_sec(msg.header.stamp), received=received)
+
+
+def joy_from_msg(msg: Joy) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """A Joy message as ``(buttons, axes)`` (what the observation builder stores)."""
+    return tuple(msg.buttons), tuple(msg.axes)
+
+
+def pose_from_msg(msg: object) -> tuple[float, ...]:
+    """A PoseStamped as ``(x, y, z, qx, qy, qz, qw)``."""
+    p, q = msg.pose.position, msg.pose.orientation
+    return (p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+
+
+def verdict_to_msg(verdict: object, chunk_msg: ActionChunk, stamp: Time, forwarded: bool,
+                   note: str = '') -> GateVerdict:
+    """The GateVerdict about ``chunk_msg`` for a :class:`~egoroll_ros.core.gate.Verdict`.
+
+    Args:
+        verdict: the gate's verdict (duck-typed: accepted, needs_confirmation, violations,
+            check_duration, summary).
+        chunk_msg: the ActionChunk (or a header-only copy) the verdict is about.
+        stamp: when the verdict was made.
+        forwarded: whether the chunk was sent to the executor.
+        note: prefix of the summary.
+    """
+    out = GateVerdict()
+    out.header.stamp = stamp
+    out.sequence = int(chunk_msg.sequence)
+    out.policy_id = chunk_msg.policy_id
+    out.chunk_stamp = chunk_msg.header.stamp
+    out.shadow = bool(chunk_msg.shadow)
+    out.accepted = verdict.accepted
+    out.needs_confirmation = verdict.needs_confirmation
+    out.forwarded = forwarded
+    out.violations = [ViolationMsg(check=v.check, subject=v.subject, point_index=v.point_index,
+                                   value=v.value, limit=v.limit, message=v.message)
+                      for v in verdict.violations]
+    out.check_duration = float(verdict.check_duration)
+    out.summary = note + verdict.summary + (' (forwarded)' if forwarded else '') + \
+        (' (shadow)' if chunk_msg.shadow else '')
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 import math
+from pathlib import Path
 from typing import Any
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
@@ -164,3 +165,59 @@ def per_joint(values: Sequence[float], joints: Sequence[str], name: str) -> list
         raise ConfigError(f"parameter '{name}': needs one value per joint ({len(joints)}: "
                           f"{', '.join(joints)}), got {len(values)}")
     return list(values)
+
+
+def _flatten(tree: dict, prefix: str = '') -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f'{prefix}{key}.'))
+        else:
+            out[f'{prefix}{key}'] = value
+    return out
+
+
+def params_from_yaml(path: str | Path | None, node_name: str, specs: Iterable[Param],
+                     overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The validated parameter values a node would get from a ``--params-file`` YAML.
+
+    For tools that use a node's configuration without running the node (``egoroll
+    evaluate``): reads the ``<node_name>: ros__parameters:`` section (or ``/**``), applies the
+    specs' defaults, then ``overrides``, and validates like :func:`declare_params`.
+
+    Raises:
+        ConfigError: unreadable file, no section for the node, a key the node does not
+            declare, a missing required parameter, or a bad value (naming the parameter).
+    """
+    import yaml
+
+    specs = list(specs)
+    given: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f'cannot read parameters file {path}: {exc}') from None
+        section = None
+        for key in (node_name, '/' + node_name, '/**'):
+            if isinstance(data, dict) and isinstance(data.get(key), dict):
+                section = data[key].get('ros__parameters')
+                break
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: no '{node_name}: ros__parameters:' section")
+        given = _flatten(section)
+    given.update(overrides or {})
+    known = {s.name for s in specs}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ConfigError(f"{path}: {node_name} has no parameter {', '.join(map(repr, unknown))}")
+    values: dict[str, Any] = {}
+    for spec in specs:
+        if spec.name in given and given[spec.name] is not None:
+            value = given[spec.name]
+        elif spec.default is None:
+            raise ConfigError(f"parameter '{spec.name}' is required: {spec.description}")
+        else:
+            value = list(spec.default) if isinstance(spec.default, list) else spec.default
+        values[spec.name] = check_value(spec, value)
+    return values
