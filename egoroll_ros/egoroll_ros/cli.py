@@ -40,12 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser('demo', help='the whole graph on the simulated robot')
     demo.add_argument('--duration', type=float, default=30.0, help='seconds to run')
     demo.set_defaults(func=_cmd_demo)
-    replay = sub.add_parser('replay', help='publish a recorded rosbag into the live graph')
-    replay.add_argument('bag')
-    replay.set_defaults(func=_not_yet('replay'))
-    evaluate = sub.add_parser('evaluate', help='run policy and gate offline over a bag')
-    evaluate.add_argument('bag')
-    evaluate.set_defaults(func=_not_yet('evaluate'))
+    from egoroll_ros.bag.cli import add_evaluate_parser, add_replay_parser
+    add_replay_parser(sub)
+    add_evaluate_parser(sub)
     return parser
 
 

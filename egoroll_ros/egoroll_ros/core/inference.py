@@ -92,7 +92,9 @@ def setup_from_params(p: Mapping[str, Any]) -> PolicySetup:
 
 def load_configured_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
                            python_executable: str,
-                           warn: Callable[[str], None]) -> tuple[Policy, ObservationBuilder]:
+                           warn: Callable[[str], None],
+                           prepare: Callable[..., np.ndarray] | None = None
+                           ) -> tuple[Policy, ObservationBuilder]:
     """Load the checkpoint the ``policy.*`` parameters name and check it fits ``setup``.
 
     Args:
@@ -101,6 +103,8 @@ def load_configured_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
         path: the checkpoint directory (``policy.path`` or the installed default).
         python_executable: interpreter of an isolated backend when none is configured.
         warn: called once with a warning (e.g. the fingerprint is not checked).
+        prepare: image preparation of the builder (default: ``prepare_image``); evaluate
+            wraps it to decode stored payloads first.
 
     Returns:
         The loaded policy and the observation builder for it.
@@ -134,7 +138,8 @@ def load_configured_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
                           {c.name: (c.height, c.width) for c in setup.cameras})
         builder = ObservationBuilder(
             setup.joints, setup.cameras, meta, p['max_age.camera'], p['max_age.joint_states'],
-            p['max_age.quest'], setup.quest)
+            p['max_age.quest'], setup.quest,
+            **({'prepare': prepare} if prepare is not None else {}))
     except Exception:
         policy.close()
         raise

@@ -1,0 +1,1 @@
+"""Recorded episodes: open and validate rosbags, replay them live, evaluate policies offline."""

@@ -1,0 +1,161 @@
+"""The ``replay`` and ``evaluate`` subcommands of ``egoroll`` (parsers and runners).
+
+``egoroll_ros.cli`` adds them with :func:`add_replay_parser` and :func:`add_evaluate_parser`.
+Errors are :class:`~egoroll_ros.errors.EgorollError`, which the ``egoroll`` entry point prints
+as one line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+import sys
+import time
+from typing import Any
+
+from egoroll_ros.errors import BagError, EgorollError
+
+
+def add_replay_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``egoroll replay`` to the subparsers ``sub``."""
+    p = sub.add_parser(
+        'replay', help='publish a recorded rosbag into the live graph',
+        description='Publish a rosbag2 (sqlite3 or mcap) into the live ROS graph with its '
+        'recorded timing, payloads as stored (no decode and re-encode). Ctrl-C stops cleanly '
+        '(exit status 130).')
+    p.add_argument('bag', type=Path, help='rosbag2 directory (or one .mcap / .db3 file)')
+    p.add_argument('--rate', type=float, default=1.0, help='playback speed (default 1.0)')
+    p.add_argument('--start', type=float, default=0.0,
+                   help='seconds after the first message to start from')
+    p.add_argument('--duration', type=float, default=None, help='seconds of bag time to play')
+    p.add_argument('--loop', action='store_true', help='play again and again until Ctrl-C')
+    p.add_argument('--topics', nargs='+', default=None, metavar='TOPIC',
+                   help='play only these topics (default: all)')
+    p.add_argument('--remap', nargs='+', default=[], metavar='FROM:=TO',
+                   help='publish a recorded topic under another name')
+    p.add_argument('--clock', type=float, nargs='?', const=100.0, default=0.0, metavar='HZ',
+                   help='also publish /clock (rosgraph_msgs/Clock) with the recorded time, '
+                   'for nodes with use_sim_time (default 100 Hz when given)')
+    p.add_argument('--wait-for-subscribers', type=float, default=0.0, metavar='S',
+                   help='wait up to S seconds until every topic has a subscriber before '
+                   'playing (default: start at once)')
+    p.add_argument('--progress', choices=('auto', 'on', 'off'), default='auto',
+                   help='progress bar on stderr (auto: when stderr is a terminal)')
+    p.set_defaults(func=run_replay)
+    return p
+
+
+def add_evaluate_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``egoroll evaluate`` to the subparsers ``sub``."""
+    p = sub.add_parser(
+        'evaluate', help='run policy and gate offline over a bag',
+        description='Deterministic offline run of a policy and the safety gate over a recorded '
+        'episode: observations assembled as policy_node does, the policy queried every '
+        '1/query_frequency s of bag time, every chunk checked by the gate against the '
+        'recorded joint_states. Writes an mcap bag (chunks and verdicts), report.json and '
+        'PNG plots. Exit status 0, 1 on a regression against --baseline, 2 on bad input.')
+    p.add_argument('bag', type=Path, help='rosbag2 directory (or one .mcap / .db3 file)')
+    p.add_argument('--config', type=Path, required=True,
+                   help='policy_node parameters YAML (joints, cameras.*, policy.*, '
+                   'query_frequency, max_age.*)')
+    p.add_argument('--checkpoint', type=Path, default=None,
+                   help='policy checkpoint directory (overrides policy.path of --config)')
+    p.add_argument('--gate-config', type=Path, default=None,
+                   help='safety_gate parameters YAML (default: the installed '
+                   'config/safety_gate.yaml)')
+    p.add_argument('--urdf', type=Path, default=None,
+                   help="robot model (default: the bag's /robot_description, else the gate "
+                   "config's urdf_path)")
+    p.add_argument('--out', type=Path, default=None,
+                   help='output directory (default ./egoroll-eval-<bag>-<date>-<time>)')
+    p.add_argument('--namespace', default='',
+                   help='namespace of the recorded topics (relative names are put under it)')
+    p.add_argument('--baseline', type=Path, default=None, metavar='REPORT',
+                   help='an earlier report.json: exit 1 when this run is worse')
+    p.add_argument('--max-acceptance-drop', type=float, default=0.02,
+                   help='with --baseline: largest allowed drop of the acceptance rate '
+                   '(absolute, default 0.02)')
+    p.add_argument('--max-error-increase', type=float, default=0.10,
+                   help='with --baseline: largest allowed relative growth of the action '
+                   'error MAE (default 0.10 = 10%%)')
+    p.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    p.set_defaults(func=run_evaluate)
+    return p
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    """Run ``egoroll evaluate``; 0, or 1 on a regression against the baseline."""
+    from egoroll_ros.bag.evaluate import EvaluateOptions, evaluate, summary_lines
+    from egoroll_ros.bag.report import Thresholds
+
+    out = args.out or Path.cwd() / time.strftime(
+        f'egoroll-eval-{Path(args.bag).name}-%Y%m%d-%H%M%S')
+    opts = EvaluateOptions(
+        bag=args.bag, config=args.config, out_dir=out, checkpoint=args.checkpoint,
+        gate_config=args.gate_config, urdf=args.urdf, namespace=args.namespace,
+        baseline=args.baseline, plots=not args.no_plots,
+        thresholds=Thresholds(max_acceptance_drop=args.max_acceptance_drop,
+                              max_error_increase=args.max_error_increase))
+    report = evaluate(opts)
+    for line in summary_lines(report):
+        print(line)
+    for w in report['warnings']:
+        print(f'warning: {w}', file=sys.stderr)
+    cmp_ = report.get('comparison')
+    return 1 if cmp_ is not None and cmp_['regressions'] else 0
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """Run ``egoroll replay``; 0 when every message was published, 130 on Ctrl-C."""
+    import rclpy
+    from rclpy.node import Node
+
+    from egoroll_ros.bag.player import Player
+    from egoroll_ros.bag.replay import ReplayOptions, parse_remaps
+
+    opts = ReplayOptions(rate=args.rate, start=args.start, duration=args.duration,
+                         loop=args.loop, topics=tuple(args.topics) if args.topics else None,
+                         remap=parse_remaps(args.remap))
+    show = args.progress == 'on' or (args.progress == 'auto' and sys.stderr.isatty())
+    context = rclpy.Context()
+    try:
+        from rclpy.signals import SignalHandlerOptions
+        rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    except ImportError:      # older rclpy: its handler shuts the context down on Ctrl-C
+        rclpy.init(context=context)
+    node = Node('egoroll_replay', context=context)
+    try:
+        player = Player(node, str(args.bag), opts, clock_rate=args.clock,
+                        progress=sys.stderr if show else None)
+        win = (player.schedule.stop_ns - player.schedule.start_ns) * 1e-9
+        print(f'replaying {args.bag} ({player.info.storage}): {len(player.topics)} topics, '
+              f'{win:.2f} s of bag time at x{opts.rate:g}'
+              + (', looping' if opts.loop else '') + (', /clock' if args.clock else ''),
+              file=sys.stderr, flush=True)
+        try:
+            if args.wait_for_subscribers > 0:
+                lonely = player.wait_for_subscribers(args.wait_for_subscribers)
+                if lonely:
+                    print(f"no subscriber yet on {', '.join(lonely)}; playing anyway",
+                          file=sys.stderr, flush=True)
+            player.start()
+            while not player.join(0.1):
+                pass
+        except KeyboardInterrupt:
+            player.stop()
+            player.join(5.0)
+            print(f'\negoroll replay: stopped by Ctrl-C after {player.published} messages',
+                  file=sys.stderr, flush=True)
+            return 130
+        if player.error is not None:
+            if isinstance(player.error, EgorollError):
+                raise player.error
+            raise BagError(f'playback failed: {type(player.error).__name__}: {player.error}')
+        print(f'published {player.published} messages '
+              f"({', '.join(f'{t} {n}' for t, n in player.published_by_topic.items())}); "
+              f'latest publish {player.late_max * 1e3:.1f} ms after its due time',
+              file=sys.stderr, flush=True)
+        return 0
+    finally:
+        node.destroy_node()
+        context.try_shutdown()

@@ -1,0 +1,406 @@
+"""``egoroll evaluate``: run a policy and the safety gate offline over a recorded episode.
+
+Deterministic and without DDS or real-time pacing: the bag's messages are stepped through in
+receive-time order and put into the same :class:`~egoroll_ros.core.observation.LatestInputs`
+the policy node uses, with the bag receive time as the "steady" time, so staleness is judged
+with the configured ``max_age.*`` on bag time. The policy is queried every
+``1/query_frequency`` s of bag time from the first moment every required input exists
+(:func:`query_times`); the observation is assembled by the policy node's
+:class:`~egoroll_ros.core.observation.ObservationBuilder`, the chunk by
+:mod:`egoroll_ros.core.inference`, and every chunk is checked by
+:func:`egoroll_ros.core.gate.check` with "now" = the chunk's bag time and the latest recorded
+joint_states as the measured state. Deadman, e-stop and operator confirmation are live-graph
+matters and are not simulated.
+
+This is a thin layer: stored CDR payloads are decoded with ``rclpy.serialization`` and
+converted by :mod:`egoroll_ros.ros.convert`; the maths lives in the cores and in
+:mod:`egoroll_ros.bag.report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+import json
+from pathlib import Path
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from egoroll_ros.bag.reader import BagReader, absolute
+from egoroll_ros.bag.report import (
+    REPORT_FORMAT,
+    ChunkRecord,
+    Thresholds,
+    action_error,
+    compare,
+    decisions,
+    digest,
+    latency_stats,
+    load_report,
+    plot_chunks,
+    plot_rejections,
+)
+from egoroll_ros.core.gate import check, config_from_params
+from egoroll_ros.core.gate import prepare as prepare_limits
+from egoroll_ros.core.images import prepare_image
+from egoroll_ros.core.inference import (
+    load_configured_policy,
+    make_chunk,
+    predict_positions,
+    setup_from_params,
+)
+from egoroll_ros.core.observation import (
+    JOINT_STATES,
+    QUEST_JOY,
+    QUEST_LEFT,
+    QUEST_RIGHT,
+    LatestInputs,
+    StaleInputError,
+)
+from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryError
+from egoroll_ros.policies.base import PolicyError
+
+CHUNK_TOPIC = '/policy/chunk'
+VERDICT_TOPIC = '/safety/verdict'
+
+
+@dataclass
+class EvaluateOptions:
+    """Options of ``egoroll evaluate`` (see ``egoroll evaluate --help``)."""
+
+    bag: Path
+    config: Path
+    out_dir: Path
+    checkpoint: Path | None = None
+    gate_config: Path | None = None
+    urdf: Path | None = None
+    namespace: str = ''
+    baseline: Path | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    plots: bool = True
+
+
+def _share() -> Path:
+    from ament_index_python.packages import get_package_share_directory
+    return Path(get_package_share_directory('egoroll_ros'))
+
+
+def _deterministic(num_threads: int) -> None:
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(0)
+    torch.set_num_threads(max(1, num_threads))
+
+
+class _Decoder:
+    """CDR payload -> rclpy message, one class lookup per type."""
+
+    def __init__(self) -> None:
+        from rclpy.serialization import deserialize_message
+
+        from egoroll_ros.ros.bagio import message_class
+        self._deserialize = deserialize_message
+        self._class = message_class
+        self._types: dict[str, type] = {}
+
+    def __call__(self, msgtype: str, raw: bytes, where: str) -> Any:
+        cls = self._types.get(msgtype) or self._types.setdefault(msgtype,
+                                                                self._class(msgtype))
+        try:
+            return self._deserialize(bytes(raw), cls)
+        except Exception as exc:  # noqa: BLE001 - the C deserializer raises many types
+            raise InputError(f'{where}: cannot decode the stored {msgtype} '
+                             f'({type(exc).__name__}: {exc})') from None
+
+
+def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
+                 urdf_path: str) -> tuple[RobotModel, str]:
+    if opts.urdf is not None:
+        return RobotModel.from_file(opts.urdf), str(opts.urdf)
+    topic = absolute('robot_description', opts.namespace)
+    info = bag.info.topics.get(topic)
+    if info is not None and info.msgtype == 'std_msgs/msg/String':
+        for _, mtype, _, raw in bag.messages([topic]):
+            try:
+                text = decode(mtype, raw, topic).data
+            except InputError as exc:
+                raise BagError(str(exc)) from None
+            return RobotModel(text, source=f'{topic} in the bag'), f'{topic} in the bag'
+    if urdf_path:
+        return RobotModel.from_file(urdf_path), urdf_path
+    raise ConfigError('no robot model for the gate: pass --urdf, record robot_description in '
+                      "the bag, or set 'urdf_path' in the gate configuration")
+
+
+def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the evaluation and write the output bag, ``report.json`` and the plots.
+
+    Returns:
+        The report (also written to ``<out_dir>/report.json``); with a baseline, its
+        ``comparison`` holds the regressions.
+
+    Raises:
+        BagError, ConfigError, CheckpointError, RobotModelError: bad inputs, each naming what
+        was wrong.
+    """
+    from egoroll_ros.nodes.policy_node import PARAMS as POLICY_PARAMS
+    from egoroll_ros.nodes.safety_gate import PARAMS as GATE_PARAMS
+    from egoroll_ros.ros.params import params_from_yaml
+
+    baseline = load_report(opts.baseline) if opts.baseline is not None else None
+    overrides: dict[str, Any] = {}
+    if opts.checkpoint is not None:
+        overrides['policy.path'] = str(opts.checkpoint)
+    p = params_from_yaml(opts.config, 'policy_node', POLICY_PARAMS, overrides)
+    if not p['policy.num_threads']:
+        p['policy.num_threads'] = 1        # one thread: identical results run to run
+    setup = setup_from_params(p)
+    gate_path = opts.gate_config or _share() / 'config' / 'safety_gate.yaml'
+    gp = params_from_yaml(gate_path, 'safety_gate', GATE_PARAMS)
+    gate_cfg = config_from_params(gp)
+    out_bag = opts.out_dir / 'evaluation'
+    if out_bag.exists():
+        raise BagError(f'{out_bag} already exists; choose a new --out directory')
+
+    with BagReader(opts.bag) as bag:
+        decode = _Decoder()
+        model, model_source = _robot_model(opts, bag, decode, gp['urdf_path'])
+        prepare_limits(model, gate_cfg)  # ConfigError: the gate config does not fit the model
+        _deterministic(p['policy.num_threads'])
+        path = p['policy.path'] or str(_share() / 'policies' / 'demo')
+        warnings: list[str] = []
+        # images stay CDR until an observation needs them, then the node's prepare_image
+        def prepare(value: tuple[str, bytes], *args: Any, **kwargs: Any) -> np.ndarray:
+            return prepare_image(decode(value[0], value[1], kwargs.get('source', 'image')),
+                                 *args, **kwargs)
+
+        policy, builder = load_configured_policy(p, setup, path, sys.executable,
+                                                 warnings.append, prepare=prepare)
+        try:
+            return _run(opts, bag, decode, p, setup, policy, builder, gate_cfg, model,
+                        model_source, gate_path, path, warnings, baseline, out_bag, log)
+        finally:
+            policy.close()
+
+
+def _needs(setup: Any, builder: Any, ns: str) -> dict[str, tuple[str, str]]:
+    """input name -> (absolute topic, message type) of every input the policy requires."""
+    needs = {JOINT_STATES: (absolute('joint_states', ns), 'sensor_msgs/msg/JointState')}
+    cams = {c.name: c for c in setup.cameras}
+    for name in builder.max_ages:
+        if name.startswith('camera/'):
+            cam = cams[name.split('/', 1)[1]]
+            needs[name] = (absolute(f'camera/{cam.name}/image_raw/compressed', ns),
+                           'sensor_msgs/msg/CompressedImage') if cam.compressed else \
+                (absolute(f'camera/{cam.name}/image_raw', ns), 'sensor_msgs/msg/Image')
+        elif name == QUEST_JOY:
+            needs[name] = (absolute('quest/joy', ns), 'sensor_msgs/msg/Joy')
+        elif name in (QUEST_LEFT, QUEST_RIGHT):
+            needs[name] = (absolute(name, ns), 'geometry_msgs/msg/PoseStamped')
+    return needs
+
+
+def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, Any],
+         setup: Any, policy: Any, builder: Any, gate_cfg: Any, model: RobotModel,
+         model_source: str, gate_path: Path, policy_path: str, warnings: list[str],
+         baseline: dict[str, Any] | None, out_bag: Path, log: Callable[[str], None]
+         ) -> dict[str, Any]:
+    from rclpy.serialization import serialize_message
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    from egoroll_ros.ros import convert
+    from egoroll_ros.ros.bagio import typestore
+
+    needs = _needs(setup, builder, opts.namespace)
+    bag.require({topic: [mtype] for topic, mtype in needs.values()})
+    by_topic = {topic: name for name, (topic, _) in needs.items()}
+    meta = policy.metadata
+    joints = setup.joints
+    inputs = LatestInputs(list(needs))
+    period_ns = int(round(1e9 / p['query_frequency']))
+    rec_t: list[float] = []
+    rec_q: list[np.ndarray] = []
+    skipped: dict[str, int] = {}
+    malformed: dict[str, int] = {}
+    inference_errors: list[str] = []
+    records: list[ChunkRecord] = []
+    queries = 0
+    next_q: int | None = None
+    t_start = time.perf_counter()
+    opts.out_dir.mkdir(parents=True, exist_ok=True)
+    store = typestore()
+    writer = Writer(out_bag, version=9, storage_plugin=StoragePlugin.MCAP)
+    writer.open()
+    conn_chunk = writer.add_connection(CHUNK_TOPIC, 'egoroll_interfaces/msg/ActionChunk',
+                                       typestore=store)
+    conn_verdict = writer.add_connection(VERDICT_TOPIC, 'egoroll_interfaces/msg/GateVerdict',
+                                         typestore=store)
+
+    def put(name: str, mtype: str, t_ns: int, raw: bytes) -> None:
+        now = t_ns * 1e-9
+        if name.startswith('camera/'):
+            inputs.put(name, (mtype, raw), now, now)   # stamp unused by the builder
+            return
+        try:
+            msg = decode(mtype, raw, by_topic_rev[name])
+            if name == JOINT_STATES:
+                js = convert.joint_state_from_msg(msg, now)
+                inputs.put(name, js, js.stamp, now)
+                q = js.ordered(joints)
+                if q is not None:
+                    rec_t.append(now)
+                    rec_q.append(q)
+            elif name == QUEST_JOY:
+                inputs.put(name, convert.joy_from_msg(msg), convert.time_to_sec(
+                    msg.header.stamp), now)
+            else:
+                inputs.put(name, convert.pose_from_msg(msg),
+                           convert.time_to_sec(msg.header.stamp), now)
+        except (InputError, TrajectoryError) as exc:
+            malformed[f'{name}: {exc}'[:160]] = malformed.get(f'{name}: {exc}'[:160], 0) + 1
+
+    by_topic_rev = {name: topic for topic, name in by_topic.items()}
+
+    def query(t_ns: int) -> None:
+        nonlocal queries
+        queries += 1
+        now = t_ns * 1e-9
+        t0 = time.perf_counter()
+        try:
+            obs = builder.build(inputs, now, now)
+            positions = predict_positions(policy, obs, setup.continuous_columns)
+        except StaleInputError as exc:
+            key = 'stale input: ' + ', '.join(
+                f"{s.name} {'never received' if s.age is None else 'too old'}"
+                for s in exc.stale)
+            skipped[key] = skipped.get(key, 0) + 1
+            return
+        except InputError as exc:
+            key = f'input error: {exc}'[:160]
+            skipped[key] = skipped.get(key, 0) + 1
+            return
+        except PolicyError as exc:
+            inference_errors.append(f't={now - bag.info.start_ns * 1e-9:.3f}s: {exc}')
+            return
+        latency = time.perf_counter() - t0
+        chunk = make_chunk(meta, joints, positions, now, latency, sequence=len(records) + 1)
+        js = inputs.get(JOINT_STATES)
+        verdict = check(chunk, js.value if js is not None else None, model, gate_cfg, now=now,
+                        steady_now=now)
+        chunk_msg = convert.chunk_to_msg(chunk)
+        writer.write(conn_chunk, t_ns, serialize_message(chunk_msg))
+        writer.write(conn_verdict, t_ns, serialize_message(
+            convert.verdict_to_msg(verdict, chunk_msg, convert.sec_to_time(now), False)))
+        records.append(ChunkRecord(
+            chunk.sequence, now, np.asarray(chunk.trajectory.times), np.asarray(positions),
+            latency, verdict.accepted, verdict.needs_confirmation,
+            tuple((v.check, v.subject, v.point_index) for v in verdict.violations),
+            verdict.summary))
+
+    try:
+        policy.reset()
+        required = set(builder.max_ages)
+        last_ns = bag.info.start_ns
+        for topic, mtype, t_ns, raw in bag.messages(list(by_topic)):
+            while next_q is not None and next_q < t_ns:
+                query(next_q)
+                next_q += period_ns
+            put(by_topic[topic], mtype, t_ns, raw)
+            last_ns = t_ns
+            if next_q is None and required <= set(inputs.snapshot()):
+                next_q = t_ns
+        while next_q is not None and next_q <= last_ns:
+            query(next_q)
+            next_q += period_ns
+    finally:
+        writer.close()
+    wall = time.perf_counter() - t_start
+
+    origin = bag.info.start_ns * 1e-9
+    rec_times = np.array(rec_t)
+    rec_pos = np.array(rec_q).reshape(len(rec_q), len(joints))
+    err = action_error(records, joints, rec_times, rec_pos, setup.continuous_columns)
+    plots = []
+    if opts.plots and records:
+        plot_chunks(opts.out_dir / 'chunks.png', records, joints, rec_times, rec_pos, origin)
+        plot_rejections(opts.out_dir / 'rejections.png', records, origin,
+                        bag.info.end_ns * 1e-9)
+        plots = ['chunks.png', 'rejections.png']
+    first_query = records[0].stamp - origin if records else None
+    report: dict[str, Any] = {
+        'format': REPORT_FORMAT,
+        'bag': str(opts.bag), 'storage': bag.info.storage,
+        'bag_duration': bag.info.duration,
+        'inputs': {name: topic for name, (topic, _) in needs.items()},
+        'policy': {'backend': p['policy.backend'], 'path': policy_path,
+                   'fingerprint': meta.fingerprint, 'chunk_length': meta.chunk_length,
+                   'step_period': meta.step_period, 'num_threads': p['policy.num_threads']},
+        'config': str(opts.config), 'gate_config': str(gate_path),
+        'robot_model': model_source,
+        'query_frequency': p['query_frequency'],
+        'max_age': {k: p[f'max_age.{k}'] for k in ('camera', 'joint_states', 'quest')},
+        'first_query': first_query,
+        'queries': queries,
+        'skipped': {'count': sum(skipped.values()), 'reasons': skipped},
+        'malformed_inputs': malformed,
+        'inference_errors': inference_errors,
+        'decisions': decisions(records),
+        'latency': latency_stats([r.latency for r in records]),
+        'action_error': {**err, 'note': 'point k of a chunk stamped t0 vs the recorded '
+                         'joint position at t0 + time_from_start[k] (linear interpolation of '
+                         'joint_states); points after the end of the recording are skipped '
+                         '(points_beyond_recording)'},
+        'chunk_list': [{'sequence': r.sequence, 't': r.stamp - origin, 'stamp': r.stamp,
+                        'decision': r.decision, 'latency': r.latency,
+                        'violations': sorted({v[0] for v in r.violations}),
+                        'summary': r.summary} for r in records],
+        'digest': digest(records),
+        'warnings': warnings,
+        'wall_time': wall,
+        'realtime_factor': bag.info.duration / wall if wall > 0 else None,
+        'outputs': {'bag': str(out_bag), 'plots': plots},
+    }
+    if baseline is not None:
+        report['comparison'] = compare(report, baseline, opts.thresholds)
+    (opts.out_dir / 'report.json').write_text(json.dumps(report, indent=2) + '\n')
+    return report
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """Human-readable summary of a report (for the CLI)."""
+    d = report['decisions']
+    e = report['action_error']
+    lat = report['latency']
+    rate = 'n/a' if d['acceptance_rate'] is None else f"{d['acceptance_rate']:.1%}"
+    mae = 'n/a' if e['mae'] is None else f"{e['mae']:.4f}"
+    lines = [
+        f"{report['queries']} queries, {d['chunks']} chunks ({report['skipped']['count']} "
+        f"skipped, {len(report['inference_errors'])} inference errors); gate: {d['accepted']} "
+        f"accepted, {d['needs_confirmation']} need confirmation, {d['rejected']} rejected "
+        f'(acceptance {rate})',
+        f"action error MAE {mae} over {e['points_compared']} points "
+        f"({e['points_beyond_recording']} beyond the recording skipped); latency median "
+        + ('n/a' if lat['median'] is None else f"{lat['median'] * 1e3:.1f} ms") +
+        f"; {report['realtime_factor'] or 0:.1f}x real time",
+    ]
+    if d['rejections_by_check']:
+        lines.append('rejections by check: ' + ', '.join(
+            f'{k} {v}' for k, v in d['rejections_by_check'].items()))
+    for reason, n in report['skipped']['reasons'].items():
+        lines.append(f'skipped x{n}: {reason}')
+    lines.append(f"report: {Path(report['outputs']['bag']).parent / 'report.json'}; bag: "
+                 f"{report['outputs']['bag']}")
+    cmp_ = report.get('comparison')
+    if cmp_ is not None:
+        if cmp_['regressions']:
+            lines += [f'REGRESSION: {r}' for r in cmp_['regressions']]
+        else:
+            lines.append('no regression against the baseline')
+    return lines
+

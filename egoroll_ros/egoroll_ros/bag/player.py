@@ -1,0 +1,179 @@
+"""Publish a recorded bag into the live graph with its original timing (``egoroll replay``).
+
+One thread reads the bag and publishes each stored CDR payload as it is
+(``publisher.publish(bytes)``: no decode and re-encode) at an absolute deadline from the
+:class:`~egoroll_ros.bag.replay.Schedule`; optionally it also publishes ``/clock``
+(rosgraph_msgs/Clock) with the recorded time being played, for nodes with
+``use_sim_time``. A progress bar goes to a text stream (stderr). :meth:`Player.stop` ends
+playback within one wait slice (Ctrl-C in the CLI).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any, TextIO
+
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+from egoroll_ros.bag.reader import BagReader
+from egoroll_ros.bag.replay import ReplayOptions, Schedule, topic_map
+from egoroll_ros.errors import BagError
+from egoroll_ros.ros.bagio import message_class
+
+_SLICE = 0.05   # longest single wait, so stop() and /clock stay responsive
+
+
+class Player:
+    """Plays ``bag`` with ``node``'s publishers (see the module docstring).
+
+    Args:
+        node: owns the publishers.
+        bag: path of the bag (opened again in the playback thread: sqlite3 connections belong
+            to the thread that opened them).
+        opts: replay options.
+        clock_rate: Hz of ``/clock`` messages; 0 turns ``/clock`` off.
+        progress: stream for the progress bar (None: no bar).
+
+    Raises:
+        BagError, ConfigError: the bag or the options are unusable (before anything is
+            published).
+    """
+
+    def __init__(self, node: Node, bag: str, opts: ReplayOptions, clock_rate: float = 0.0,
+                 progress: TextIO | None = None) -> None:
+        self.bag = bag
+        self.opts = opts
+        with BagReader(bag) as reader:
+            self.info = reader.info
+            self.topics = topic_map(reader.info, opts)
+            start = reader.info.start_ns + int(round(opts.start * 1e9))
+            probe = Schedule(reader.info.start_ns, reader.info.end_ns, opts)
+            self.count = sum(1 for _ in reader.messages(self.topics, start,
+                                                        probe.stop_ns + 1)) \
+                if opts.loop and opts.duration is None else 0
+        self.schedule = Schedule(self.info.start_ns, self.info.end_ns, opts, self.count)
+        self.publishers: dict[str, Any] = {}
+        for src, dst in self.topics.items():
+            info = self.info.topics[src]
+            qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL
+                             if info.transient_local else DurabilityPolicy.VOLATILE)
+            if dst not in self.publishers:
+                self.publishers[dst] = node.create_publisher(message_class(info.msgtype), dst,
+                                                             qos)
+        self._clock_pub = None
+        self.clock_rate = clock_rate
+        if clock_rate > 0:
+            try:
+                from rosgraph_msgs.msg import Clock
+            except ImportError:
+                raise BagError('--clock needs rosgraph_msgs, which is not importable here') \
+                    from None
+            self._clock_cls = Clock
+            self._clock_pub = node.create_publisher(Clock, '/clock', 10)
+        self.progress = progress
+        self.published = 0
+        self.published_by_topic: dict[str, int] = {t: 0 for t in self.publishers}
+        self.late_max = 0.0          # worst lateness of a publish (s)
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name='egoroll-replay', daemon=True)
+        self._last_bar = 0.0
+
+    # ---------------------------------------------------------------- control
+    def wait_for_subscribers(self, timeout: float) -> list[str]:
+        """Wait until every publisher has a matched subscription; return those without."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lonely = [t for t, p in self.publishers.items() if p.get_subscription_count() < 1]
+            if not lonely or time.monotonic() >= deadline or self._stop.is_set():
+                return lonely
+            self._stop.wait(0.01)
+
+    def start(self) -> None:
+        """Start playback in the background."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask playback to end (returns at once; :meth:`join` waits)."""
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for playback to end; True when it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stop.is_set()
+
+    # ---------------------------------------------------------------- playback
+    def _sleep_until(self, deadline: float, wall0: float, iteration: int) -> bool:
+        """Sleep until ``deadline`` (monotonic), publishing /clock ticks and the progress bar
+        on the way; False when stopped."""
+        while True:
+            now = time.monotonic()
+            if self._clock_pub is not None and now >= self._next_tick:
+                self._publish_clock(now - wall0, iteration)
+                self._next_tick += 1.0 / self.clock_rate
+                if self._next_tick < now:
+                    self._next_tick = now + 1.0 / self.clock_rate
+            if self.progress is not None and now - self._last_bar >= 0.25:
+                self._bar(now - wall0, iteration)
+            if now >= deadline:
+                return not self._stop.is_set()
+            wake = min(deadline, self._next_tick if self._clock_pub is not None else deadline,
+                       now + _SLICE)
+            if self._stop.wait(max(0.0, wake - now)):
+                return False
+
+    def _publish_clock(self, offset: float, iteration: int) -> None:
+        t = min(self.schedule.bag_time(offset, iteration), self.schedule.stop_ns)
+        msg = self._clock_cls()
+        msg.clock.sec, msg.clock.nanosec = divmod(int(t), 1_000_000_000)
+        self._clock_pub.publish(msg)
+
+    def _bar(self, offset: float, iteration: int) -> None:
+        self._last_bar = time.monotonic()
+        total = max(self.schedule.length, 1e-9)
+        pos = min(max(offset - iteration * self.schedule.period_ns / 1e9 / self.opts.rate, 0.0),
+                  total)
+        frac = pos / total
+        width = 30
+        fill = int(frac * width)
+        loop = f' loop {iteration + 1}' if self.opts.loop else ''
+        self.progress.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {frac:5.1%} "
+                            f'{pos * self.opts.rate:7.2f}/{total * self.opts.rate:.2f} s bag time '
+                            f'x{self.opts.rate:g}{loop}  {self.published} msgs ')
+        self.progress.flush()
+
+    def _run(self) -> None:
+        try:
+            with BagReader(self.bag) as reader:
+                wall0 = time.monotonic()
+                self._next_tick = wall0
+                lo, hi = self.schedule.window
+                for iteration in itertools.count():
+                    for topic, _, t_ns, raw in reader.messages(self.topics, lo, hi + 1):
+                        deadline = wall0 + self.schedule.offset(t_ns, iteration)
+                        if not self._sleep_until(deadline, wall0, iteration):
+                            return
+                        dst = self.topics[topic]
+                        self.publishers[dst].publish(bytes(raw))
+                        self.late_max = max(self.late_max, time.monotonic() - deadline)
+                        self.published += 1
+                        self.published_by_topic[dst] += 1
+                    if not self.opts.loop or self._stop.is_set():
+                        break
+                if self.progress is not None:
+                    self._bar(self.schedule.length, 0)
+        except BaseException as exc:  # noqa: BLE001 - reported by the caller
+            self.error = exc
+        finally:
+            if self.progress is not None:
+                self.progress.write('\n')
+                self.progress.flush()

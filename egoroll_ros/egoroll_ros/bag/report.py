@@ -1,0 +1,301 @@
+"""The pure parts of ``egoroll evaluate``: action error, statistics, baseline comparison, plots.
+
+No rclpy and no message types: inputs are arrays and plain records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from egoroll_ros.core.observation import wrap_angle
+from egoroll_ros.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    """One evaluated chunk.
+
+    Attributes:
+        sequence: 1, 2, ... in query order.
+        stamp: observation time = query time (bag receive-time clock, s).
+        times: (H,) seconds from ``stamp`` of each point.
+        positions: (H, J) predicted positions (as published).
+        latency: seconds of assembly + inference (measured; not deterministic).
+        accepted, needs_confirmation: the gate's decision.
+        violations: ``(check, subject, point_index)`` of every violation.
+        summary: the verdict's one-line summary.
+    """
+
+    sequence: int
+    stamp: float
+    times: np.ndarray
+    positions: np.ndarray
+    latency: float
+    accepted: bool
+    needs_confirmation: bool
+    violations: tuple[tuple[str, str, int], ...]
+    summary: str
+
+    @property
+    def decision(self) -> str:
+        """``'accepted'``, ``'needs_confirmation'`` or ``'rejected'``."""
+        if self.accepted:
+            return 'accepted'
+        return 'needs_confirmation' if self.needs_confirmation else 'rejected'
+
+
+def action_error(chunks: Sequence[ChunkRecord], joints: Sequence[str], rec_times: np.ndarray,
+                 rec_positions: np.ndarray, continuous: Sequence[int] = ()) -> dict[str, Any]:
+    """Predicted chunk points against the recorded joint trajectory.
+
+    Point k of a chunk stamped t0 is compared with the recorded position at t0 + times[k],
+    linearly interpolated between joint_states messages (continuous joints: the wrapped
+    difference). Points after the last recorded joint_states are skipped and counted.
+
+    Returns:
+        ``{'mae', 'rmse', 'max', 'points_compared', 'points_beyond_recording',
+        'per_joint': {joint: {'mae', 'rmse', 'max'}}, 'per_step': [{'step', 'time_from_start',
+        'mae', 'rmse', 'points'}]}``; errors in rad (m for prismatic joints); None where no
+        point was compared.
+    """
+    joints = list(joints)
+    rec_times = np.asarray(rec_times, dtype=float)
+    rec_positions = np.asarray(rec_positions, dtype=float)
+    n_steps = max((len(c.times) for c in chunks), default=0)
+    per_step: list[list[np.ndarray]] = [[] for _ in range(n_steps)]
+    beyond = 0
+    end = rec_times[-1] if len(rec_times) else -math.inf
+    cont = list(continuous)
+    for c in chunks:
+        t = c.stamp + np.asarray(c.times, dtype=float)
+        inside = t <= end + 1e-12
+        beyond += int((~inside).sum())
+        for k in np.nonzero(inside)[0].tolist():
+            rec = np.array([np.interp(t[k], rec_times, rec_positions[:, j])
+                            for j in range(len(joints))])
+            err = np.asarray(c.positions[k], dtype=float) - rec
+            if cont:
+                err[cont] = wrap_angle(err[cont])
+            per_step[k].append(err)
+    all_err = [e for step in per_step for e in step]
+
+    def stats(values: np.ndarray) -> dict[str, float | None]:
+        if values.size == 0:
+            return {'mae': None, 'rmse': None, 'max': None}
+        a = np.abs(values)
+        return {'mae': float(a.mean()), 'rmse': float(np.sqrt((values ** 2).mean())),
+                'max': float(a.max())}
+
+    mat = np.array(all_err).reshape(len(all_err), len(joints))
+    step_times = chunks[0].times if chunks else []
+    out: dict[str, Any] = {**stats(mat), 'points_compared': len(all_err),
+                           'points_beyond_recording': beyond}
+    out['per_joint'] = {j: stats(mat[:, i]) for i, j in enumerate(joints)}
+    out['per_step'] = []
+    for k, errs in enumerate(per_step):
+        s = stats(np.array(errs))
+        out['per_step'].append({'step': k, 'time_from_start': float(step_times[k])
+                                if k < len(step_times) else None, 'mae': s['mae'],
+                                'rmse': s['rmse'], 'points': len(errs)})
+    return out
+
+
+def latency_stats(latencies: Sequence[float]) -> dict[str, float | None]:
+    """Mean, median, p95, min and max (s) of inference latencies (None when empty)."""
+    if not latencies:
+        return {k: None for k in ('mean', 'median', 'p95', 'min', 'max')}
+    a = np.asarray(latencies, dtype=float)
+    return {'mean': float(a.mean()), 'median': float(np.median(a)),
+            'p95': float(np.percentile(a, 95)), 'min': float(a.min()), 'max': float(a.max())}
+
+
+def decisions(chunks: Sequence[ChunkRecord]) -> dict[str, Any]:
+    """Acceptance rate and rejections by check.
+
+    ``rejections_by_check`` counts, per check, the rejected (or needs-confirmation) chunks
+    with at least one violation of it; ``violations_by_check`` counts every violation.
+    """
+    by_chunk: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for c in chunks:
+        for check in {v[0] for v in c.violations}:
+            by_chunk[check] = by_chunk.get(check, 0) + 1
+        for v in c.violations:
+            total[v[0]] = total.get(v[0], 0) + 1
+    n = len(chunks)
+    accepted = sum(c.accepted for c in chunks)
+    return {'chunks': n, 'accepted': accepted,
+            'needs_confirmation': sum(c.needs_confirmation for c in chunks),
+            'rejected': sum(not c.accepted and not c.needs_confirmation for c in chunks),
+            'acceptance_rate': accepted / n if n else None,
+            'rejections_by_check': dict(sorted(by_chunk.items())),
+            'violations_by_check': dict(sorted(total.items()))}
+
+
+def digest(chunks: Sequence[ChunkRecord]) -> str:
+    """sha256 over what must be identical between two runs on the same inputs: each chunk's
+    sequence, stamp, times and positions (exact float64 bytes) and its verdict (decision and
+    violations). Latencies are excluded (measured wall time)."""
+    h = hashlib.sha256()
+    for c in chunks:
+        h.update(json.dumps([c.sequence, repr(float(c.stamp)), c.decision,
+                             [list(v) for v in c.violations]]).encode())
+        h.update(np.ascontiguousarray(c.times, dtype='<f8').tobytes())
+        h.update(np.ascontiguousarray(c.positions, dtype='<f8').tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """How much worse than a baseline a run may be.
+
+    Attributes:
+        max_acceptance_drop: largest allowed drop of the acceptance rate (absolute, 0..1).
+        max_error_increase: largest allowed relative growth of the action MAE (0.1 = 10 %).
+        error_floor: absolute growth of the MAE (rad) always tolerated (noise on a tiny
+            baseline error).
+    """
+
+    max_acceptance_drop: float = 0.02
+    max_error_increase: float = 0.10
+    error_floor: float = 1e-6
+
+    def __post_init__(self) -> None:
+        """Reject negative or non-finite thresholds (ConfigError naming the option)."""
+        for name in ('max_acceptance_drop', 'max_error_increase', 'error_floor'):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v >= 0):
+                raise ConfigError(f"--{name.replace('_', '-')}: must be a number >= 0, got {v}")
+
+
+def load_report(path: str | Path) -> dict[str, Any]:
+    """Read a report.json written by ``egoroll evaluate``.
+
+    Raises:
+        ConfigError: unreadable, not JSON, or not an evaluate report.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f'--baseline {path}: cannot read the report ({exc})') from None
+    if not isinstance(data, dict) or data.get('format') != REPORT_FORMAT:
+        raise ConfigError(f"--baseline {path}: not an egoroll evaluate report (format "
+                          f"'{REPORT_FORMAT}')")
+    return data
+
+
+REPORT_FORMAT = 'egoroll_evaluate/1'
+
+
+def compare(report: dict[str, Any], baseline: dict[str, Any],
+            thresholds: Thresholds) -> dict[str, Any]:
+    """Compare ``report`` with an earlier ``baseline`` report.
+
+    Returns:
+        ``{'regressions': [text...], 'acceptance_rate': {...}, 'action_mae': {...},
+        'per_joint_mae': {...}}``; an empty ``regressions`` list means no regression.
+    """
+    regressions = []
+    a_new = report['decisions']['acceptance_rate']
+    a_old = baseline['decisions']['acceptance_rate']
+    if a_old is not None and (a_new is None or a_old - a_new > thresholds.max_acceptance_drop):
+        regressions.append(f'acceptance rate dropped from {a_old:.3f} to '
+                           f"{'none' if a_new is None else f'{a_new:.3f}'} (allowed drop "
+                           f'{thresholds.max_acceptance_drop:g})')
+    e_new = report['action_error']['mae']
+    e_old = baseline['action_error']['mae']
+    allowed = None
+    if e_old is not None:
+        allowed = e_old * (1.0 + thresholds.max_error_increase) + thresholds.error_floor
+        if e_new is None or e_new > allowed:
+            regressions.append(f'action error (MAE) grew from {e_old:.6g} to '
+                               f"{'none' if e_new is None else f'{e_new:.6g}'} (allowed up to "
+                               f'{allowed:.6g})')
+    per_joint = {}
+    for j, s in report['action_error']['per_joint'].items():
+        old = baseline['action_error']['per_joint'].get(j, {}).get('mae')
+        per_joint[j] = {'baseline': old, 'now': s['mae']}
+    if baseline.get('policy', {}).get('fingerprint') == report.get('policy', {}).get(
+            'fingerprint') and baseline.get('digest') not in (None, report.get('digest')):
+        regressions.append('same policy fingerprint as the baseline but different chunks or '
+                           'verdicts (not deterministic, or different inputs/configuration)')
+    return {'regressions': regressions,
+            'acceptance_rate': {'baseline': a_old, 'now': a_new,
+                                'max_drop': thresholds.max_acceptance_drop},
+            'action_mae': {'baseline': e_old, 'now': e_new, 'allowed': allowed},
+            'per_joint_mae': per_joint,
+            'baseline_fingerprint': baseline.get('policy', {}).get('fingerprint')}
+
+
+_COLORS = {'accepted': '#2ca02c', 'needs_confirmation': '#ff9f0e', 'rejected': '#d62728'}
+
+
+def plot_chunks(path: Path, chunks: Sequence[ChunkRecord], joints: Sequence[str],
+                rec_times: np.ndarray, rec_positions: np.ndarray, t_origin: float) -> None:
+    """PNG: one panel per joint, the recorded trajectory and every predicted chunk (coloured
+    by the gate's decision)."""
+    import matplotlib
+    matplotlib.use('Agg')
+    from matplotlib import pyplot as plt
+
+    n = len(joints)
+    cols = 2 if n > 3 else 1
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 2.0 * rows + 0.6), sharex=True,
+                             squeeze=False)
+    for i, j in enumerate(joints):
+        ax = axes[i // cols][i % cols]
+        ax.plot(rec_times - t_origin, rec_positions[:, i], color='k', lw=1.2, label='recorded')
+        for c in chunks:
+            t = c.stamp - t_origin + np.asarray(c.times)
+            ax.plot(t, c.positions[:, i], color=_COLORS[c.decision], lw=0.8, alpha=0.7)
+        ax.set_ylabel(j, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for k in range(n, rows * cols):
+        axes[k // cols][k % cols].axis('off')
+    for ax in axes[-1]:
+        ax.set_xlabel('bag time (s)')
+    handles = [plt.Line2D([], [], color='k', label='recorded')] + \
+        [plt.Line2D([], [], color=v, label=k.replace('_', ' ')) for k, v in _COLORS.items()]
+    fig.legend(handles=handles, loc='upper center', ncol=4, fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_rejections(path: Path, chunks: Sequence[ChunkRecord], t_origin: float,
+                    t_end: float) -> None:
+    """PNG: a timeline of the gate's decisions, and which checks rejected which chunk."""
+    import matplotlib
+    matplotlib.use('Agg')
+    from matplotlib import pyplot as plt
+
+    checks = sorted({v[0] for c in chunks for v in c.violations})
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 2.2 + 0.3 * len(checks)), sharex=True,
+                                      gridspec_kw={'height_ratios': [1, max(1, len(checks))]})
+    for c in chunks:
+        top.axvline(c.stamp - t_origin, color=_COLORS[c.decision], lw=1.5)
+    top.set_yticks([])
+    top.set_title('gate decision per chunk (green accepted, orange needs confirmation, '
+                  'red rejected)', fontsize=9)
+    for y, check in enumerate(checks):
+        xs = [c.stamp - t_origin for c in chunks if any(v[0] == check for v in c.violations)]
+        bottom.scatter(xs, [y] * len(xs), marker='|', s=120, color='#d62728')
+    bottom.set_yticks(range(len(checks)), checks, fontsize=8)
+    if not checks:
+        bottom.text(0.5, 0.5, 'no violations', ha='center', va='center',
+                    transform=bottom.transAxes)
+        bottom.set_yticks([])
+    bottom.set_xlim(0.0, max(t_end - t_origin, 1e-3))
+    bottom.set_xlabel('bag time (s)')
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

@@ -1,0 +1,180 @@
+"""Small synthetic episodes written as rosbag2 (mcap or sqlite3), for tests and benchmarks.
+
+Messages are rclpy messages serialized with ``rclpy.serialization`` (as ``ros2 bag record``
+and :class:`~egoroll_ros.ros.bagio.BagRecorder` store them) and written with ``rosbags``.
+Topic names are absolute, as recorders store them. Receive time equals the header stamp.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rclpy.serialization import serialize_message
+from rosbags.rosbag2 import StoragePlugin, Writer
+
+from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME
+from egoroll_ros.errors import BagError
+from egoroll_ros.ros.bagio import typestore
+
+_PLUGINS = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
+#: Default receive time of the first message (2024-01-01, ns), so stamps look like wall time.
+T0_NS = 1_704_067_200_000_000_000
+
+
+def write_messages(path: str | Path, messages: Iterable[tuple[str, str, int, Any]],
+                   storage: str = 'mcap', qos: dict[str, Any] | None = None) -> Path:
+    """Write ``(topic, msgtype, receive time ns, rclpy message or bytes)`` to a new bag.
+
+    Args:
+        qos: topic -> ``offered_qos_profiles`` (rosbags ``Qos`` list) stored for it.
+
+    Raises:
+        BagError: unknown storage or an existing path.
+    """
+    path = Path(path)
+    if storage not in _PLUGINS:
+        raise BagError(f'unknown storage {storage!r} (mcap or sqlite3)')
+    if path.exists():
+        raise BagError(f'{path} already exists')
+    store = typestore()
+    writer = Writer(path, version=9, storage_plugin=_PLUGINS[storage])
+    writer.open()
+    conns: dict[str, Any] = {}
+    try:
+        for topic, msgtype, t_ns, msg in messages:
+            if topic not in conns:
+                kwargs = {}
+                if qos and topic in qos:
+                    kwargs['offered_qos_profiles'] = qos[topic]
+                conns[topic] = writer.add_connection(topic, msgtype, typestore=store,
+                                                     serialization_format='cdr', **kwargs)
+            raw = msg if isinstance(msg, (bytes, bytearray, memoryview)) else \
+                serialize_message(msg)
+            writer.write(conns[topic], int(t_ns), bytes(raw))
+    finally:
+        writer.close()
+    return path
+
+
+@dataclass(frozen=True)
+class Episode:
+    """What :func:`write_episode` wrote (for hand-checked expectations).
+
+    Attributes:
+        path: the bag.
+        joints: joint names of ``joint_states``.
+        js_times: (N,) receive times of the joint_states messages (s).
+        positions: (N, J) recorded positions.
+        velocity: (J,) the constant joint velocity of the episode (rad/s, m/s).
+        image_times: receive times of the camera frames (s).
+        joy_times: receive times of the quest/joy messages (s).
+        start: time of the first message (s).
+    """
+
+    path: Path
+    joints: tuple[str, ...]
+    js_times: np.ndarray
+    positions: np.ndarray
+    velocity: np.ndarray
+    image_times: np.ndarray
+    joy_times: np.ndarray
+    start: float
+
+
+def _image(height: int, width: int, k: int, encoding: str) -> Any:
+    from sensor_msgs.msg import Image
+    ch = {'rgb8': 3, 'bgr8': 3, 'mono8': 1}[encoding]
+    y, x = np.mgrid[0:height, 0:width]
+    base = ((x * 7 + y * 3 + 11 * k) % 256).astype(np.uint8)
+    arr = np.stack([base, base[::-1], (base // 2 + 64).astype(np.uint8)][:ch], axis=-1)
+    msg = Image(height=height, width=width, encoding=encoding, step=width * ch)
+    msg.data = arr.tobytes()
+    return msg
+
+
+def episode_messages(duration: float = 1.0, *, joints: Sequence[str] = DEMO_JOINTS,
+                     start: Sequence[float] = HOME, velocity: Sequence[float] | None = None,
+                     joint_rate: float = 100.0, camera: str | None = 'scene',
+                     camera_rate: float = 10.0, image_size: tuple[int, int] = (24, 32),
+                     encoding: str = 'rgb8', joy_rate: float = 0.0,
+                     robot_description: str | None = None,
+                     t0_ns: int = T0_NS) -> tuple[list[tuple[str, str, int, Any]], Episode]:
+    """Messages of a synthetic episode (in receive-time order) and its description.
+
+    The joints move at constant ``velocity`` from ``start``; the camera publishes a moving
+    pattern; quest/joy (when ``joy_rate`` > 0) holds the deadman (axis 3 = 1.0).
+    """
+    from sensor_msgs.msg import JointState, Joy
+    from std_msgs.msg import String
+
+    from egoroll_ros.ros.convert import sec_to_time
+
+    joints = tuple(joints)
+    q0 = np.asarray(start, dtype=float)
+    vel = np.asarray(velocity if velocity is not None else
+                     [0.1] * (len(joints) - 1) + [0.0], dtype=float)
+    out: list[tuple[int, int, str, str, Any]] = []
+    if robot_description is not None:
+        out.append((t0_ns, 0, '/robot_description', 'std_msgs/msg/String',
+                    String(data=robot_description)))
+
+    def times(rate: float) -> list[int]:
+        if rate <= 0:
+            return []
+        n = int(np.floor(duration * rate + 1e-9)) + 1
+        return [t0_ns + int(round(i * 1e9 / rate)) for i in range(n)]
+
+    js_t, js_q = [], []
+    for t in times(joint_rate):
+        s = (t - t0_ns) * 1e-9
+        q = q0 + vel * s
+        msg = JointState(name=list(joints), position=q.tolist(), velocity=vel.tolist())
+        msg.header.stamp = sec_to_time(t * 1e-9)
+        out.append((t, 1, '/joint_states', 'sensor_msgs/msg/JointState', msg))
+        js_t.append(t * 1e-9)
+        js_q.append(q)
+    img_t = []
+    if camera:
+        for k, t in enumerate(times(camera_rate)):
+            msg = _image(image_size[0], image_size[1], k, encoding)
+            msg.header.stamp = sec_to_time(t * 1e-9)
+            out.append((t, 2, f'/camera/{camera}/image_raw', 'sensor_msgs/msg/Image', msg))
+            img_t.append(t * 1e-9)
+    joy_t = []
+    for t in times(joy_rate):
+        msg = Joy(axes=[0.0, 0.0, 0.0, 1.0, 0.0, 0.0], buttons=[0, 0, 0, 0])
+        msg.header.stamp = sec_to_time(t * 1e-9)
+        out.append((t, 3, '/quest/joy', 'sensor_msgs/msg/Joy', msg))
+        joy_t.append(t * 1e-9)
+    out.sort(key=lambda m: (m[0], m[1]))
+    ep = Episode(Path(), joints, np.array(js_t), np.array(js_q).reshape(len(js_t), len(joints)),
+                 vel, np.array(img_t), np.array(joy_t), t0_ns * 1e-9)
+    return [(topic, mtype, t, msg) for t, _, topic, mtype, msg in out], ep
+
+
+def write_episode(path: str | Path, storage: str = 'mcap', **kwargs: Any) -> Episode:
+    """Write a synthetic episode (see :func:`episode_messages` for the keyword arguments)."""
+    messages, ep = episode_messages(**kwargs)
+    qos = {'/robot_description': _latched()} if kwargs.get('robot_description') else None
+    write_messages(path, messages, storage, qos=qos)
+    return Episode(Path(path), ep.joints, ep.js_times, ep.positions, ep.velocity,
+                   ep.image_times, ep.joy_times, ep.start)
+
+
+def _latched() -> Any:
+    """One reliable, transient-local offered QoS profile (as robot_state_publisher offers)."""
+    from rosbags.interfaces import (
+        Qos,
+        QosDurability,
+        QosHistory,
+        QosLiveliness,
+        QosReliability,
+        QosTime,
+    )
+    inf = QosTime(2147483647, 4294967295)
+    return [Qos(QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
+                inf, inf, QosLiveliness.AUTOMATIC, inf, False)]
