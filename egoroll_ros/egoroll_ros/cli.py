@@ -1,31 +1,33 @@
-"""The ``egoroll`` command: tools around the node graph (demo, replay, evaluate)."""
+"""The ``egoroll`` command: tools around the node graph (demo, train-demo, replay, evaluate)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import sys
 
-DEMO_PLAN = """\
-egoroll demo: NOT AVAILABLE YET. This release only prints the plan.
-
-When finished, `egoroll demo` will bring up on this machine, with no robot and no ROS install:
-  sim_robot          a simulated arm that tracks `command` and publishes `joint_states`
-  sim_camera         images rendered from the arm's state and a task target
-  policy_node        the shipped demo policy (egoroll_act, safetensors weights)
-  safety_gate        checks every predicted chunk before anything moves
-  trajectory_server  executes accepted chunks with preemption
-then run preflight (a shadow chunk the gate reports on), start the rollout, show a live status
-line, and after --duration seconds write a report (summary JSON + plot) and exit 0 when a target
-was reached with no safety fault.
-"""
+from egoroll_ros.errors import EgorollError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    print(DEMO_PLAN)
+    from egoroll_ros.demo.run import DemoOptions, run_demo
+    return run_demo(DemoOptions(duration=args.duration, report_dir=args.report,
+                                record=args.record, checkpoint=args.checkpoint, seed=args.seed,
+                                quiet=args.quiet))
+
+
+def _cmd_train_demo(args: argparse.Namespace) -> int:
+    from egoroll_ros.core.demo_task import demo_urdf_path
+    from egoroll_ros.demo.train import DemoTrainingConfig, train_demo_policy
+
+    cfg = DemoTrainingConfig(episodes=args.episodes, steps=args.steps, seed=args.seed)
+    manifest = train_demo_policy(args.out, demo_urdf_path(), cfg,
+                                 eval_episodes=args.eval_episodes)
+    print(f"wrote {args.out} (fingerprint {manifest['fingerprint']})")
     return 0
 
 
-def _not_yet(name: str):
+def _not_yet(name: str):  # noqa: ANN202
     def run(args: argparse.Namespace) -> int:
         print(f'egoroll {name}: not implemented yet', file=sys.stderr)
         return 2
@@ -37,9 +39,35 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog='egoroll', description='Run learned manipulation policies on robot arms, safely.')
     sub = parser.add_subparsers(dest='command', required=True)
-    demo = sub.add_parser('demo', help='the whole graph on the simulated robot')
-    demo.add_argument('--duration', type=float, default=30.0, help='seconds to run')
+
+    demo = sub.add_parser(
+        'demo', help='the whole graph on the simulated robot with the demo policy',
+        description='Bring up sim_robot, sim_camera, policy_node (demo policy), safety_gate and '
+        'trajectory_server; run preflight, start the rollout, show a live status line, and '
+        'write a report. Exit status 0 only when no safety fault latched, the executor never '
+        'aborted and at least one target was reached.')
+    demo.add_argument('--duration', type=float, default=30.0,
+                      help='seconds of rollout (default 30)')
+    demo.add_argument('--report', type=Path, default=None,
+                      help='report directory (default ./egoroll-demo-<date>-<time>)')
+    demo.add_argument('--record', type=Path, default=None, metavar='BAG',
+                      help='also record every topic to this rosbag2 directory (mcap)')
+    demo.add_argument('--checkpoint', type=Path, default=None,
+                      help='policy checkpoint with a manifest.json (default: the shipped one)')
+    demo.add_argument('--seed', type=int, default=0, help='seed of the target sequence')
+    demo.add_argument('--quiet', action='store_true', help='no live status line')
     demo.set_defaults(func=_cmd_demo)
+
+    train = sub.add_parser('train-demo', help='record the scripted expert and train the demo '
+                           'policy (egoroll_act) on CPU')
+    train.add_argument('--out', type=Path, required=True, help='checkpoint directory to write')
+    train.add_argument('--episodes', type=int, default=80, help='expert episodes to record')
+    train.add_argument('--steps', type=int, default=3000, help='training steps')
+    train.add_argument('--seed', type=int, default=0)
+    train.add_argument('--eval-episodes', type=int, default=10,
+                       help='offline closed-loop evaluation episodes (0: none)')
+    train.set_defaults(func=_cmd_train_demo)
+
     from egoroll_ros.bag.cli import add_evaluate_parser, add_replay_parser
     add_replay_parser(sub)
     add_evaluate_parser(sub)
@@ -49,7 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``egoroll`` console script."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except EgorollError as exc:
+        print(f'egoroll {args.command}: {type(exc).__name__}: {exc}', file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f'egoroll {args.command}: interrupted', file=sys.stderr)
+        return 130
 
 
 if __name__ == '__main__':

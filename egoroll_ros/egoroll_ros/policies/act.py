@@ -54,6 +54,9 @@ class ActConfig:
         cameras: camera name -> [height, width] the model takes (RGB).
         d_model, n_heads, n_layers, dim_feedforward, conv_channels: model size.
         dropout: dropout of the decoder layers during training.
+        pool_size: the image features are pooled to pool_size x pool_size tokens per camera.
+        coord_conv: append normalised x/y pixel-coordinate channels to each image, which
+            helps the encoder localise things (e.g. a task target) in the frame.
     """
 
     state_size: int
@@ -67,6 +70,8 @@ class ActConfig:
     dim_feedforward: int = 128
     conv_channels: int = 16
     dropout: float = 0.0
+    pool_size: int = 4
+    coord_conv: bool = False
 
     @classmethod
     def from_json(cls, data: Any, source: str) -> ActConfig:
@@ -84,10 +89,12 @@ class ActConfig:
         except TypeError as exc:
             raise CheckpointError(f'{source}: {exc}') from None
         for name in ('state_size', 'action_size', 'chunk_length', 'd_model', 'n_heads',
-                     'n_layers', 'dim_feedforward', 'conv_channels'):
+                     'n_layers', 'dim_feedforward', 'conv_channels', 'pool_size'):
             v = getattr(cfg, name)
             if not isinstance(v, int) or v < 1:
                 raise CheckpointError(f"{source}: '{name}' must be a positive integer, got {v!r}")
+        if not isinstance(cfg.coord_conv, bool):
+            raise CheckpointError(f"{source}: 'coord_conv' must be true or false")
         if cfg.d_model % cfg.n_heads:
             raise CheckpointError(f"{source}: 'd_model' must be a multiple of 'n_heads'")
         if not (isinstance(cfg.step_period, (int, float)) and math.isfinite(cfg.step_period)
@@ -114,11 +121,12 @@ class ActModel(nn.Module):
         c, d = cfg.conv_channels, cfg.d_model
         self.cameras = list(cfg.cameras)
         self.encoder = nn.Sequential(
-            nn.Conv2d(3, c, 5, stride=2, padding=2), nn.ReLU(),
+            nn.Conv2d(5 if cfg.coord_conv else 3, c, 5, stride=2, padding=2), nn.ReLU(),
             nn.Conv2d(c, 2 * c, 3, stride=2, padding=1), nn.ReLU(),
             nn.Conv2d(2 * c, d, 3, stride=2, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d((4, 4)))
-        self.image_pos = nn.Parameter(torch.zeros(max(1, len(self.cameras)), 16, d))
+            nn.AdaptiveAvgPool2d((cfg.pool_size, cfg.pool_size)))
+        self.image_pos = nn.Parameter(torch.zeros(max(1, len(self.cameras)),
+                                                  cfg.pool_size ** 2, d))
         self.state_proj = nn.Linear(cfg.state_size, d)
         self.queries = nn.Parameter(torch.zeros(cfg.chunk_length, d))
         layer = nn.TransformerDecoderLayer(d, cfg.n_heads, cfg.dim_feedforward, cfg.dropout,
@@ -132,7 +140,13 @@ class ActModel(nn.Module):
         """state (B, S), images: one (B, 3, H, W) in [0, 1] per camera -> (B, H_chunk, A)."""
         tokens = [self.state_proj(state).unsqueeze(1)]
         for i, img in enumerate(images):
-            feat = self.encoder(img * 2.0 - 1.0)              # (B, d, 4, 4)
+            x = img * 2.0 - 1.0
+            if self.cfg.coord_conv:
+                b, _, h, w = x.shape
+                ys = torch.linspace(-1.0, 1.0, h, dtype=x.dtype).view(1, 1, h, 1)
+                xs = torch.linspace(-1.0, 1.0, w, dtype=x.dtype).view(1, 1, 1, w)
+                x = torch.cat([x, xs.expand(b, 1, h, w), ys.expand(b, 1, h, w)], dim=1)
+            feat = self.encoder(x)                            # (B, d, pool, pool)
             tokens.append(feat.flatten(2).transpose(1, 2) + self.image_pos[i])
         memory = torch.cat(tokens, dim=1)
         queries = self.queries.unsqueeze(0).expand(state.shape[0], -1, -1)
@@ -228,7 +242,8 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
               batch_size: int = 32, lr: float = 1e-3, seed: int = 0,
               image_size: tuple[int, int] | None = None, d_model: int = 64, n_heads: int = 4,
               n_layers: int = 2, dim_feedforward: int = 128, conv_channels: int = 16,
-              weight_decay: float = 1e-4, log_every: int = 0) -> TrainResult:
+              weight_decay: float = 1e-4, log_every: int = 0, pool_size: int = 4,
+              coord_conv: bool = False) -> TrainResult:
     """Train an egoroll_act policy on demonstrations and write its checkpoint directory.
 
     Args:
@@ -243,7 +258,8 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
             actions, as ACT).
         seed: makes training deterministic on one machine (data order, init).
         image_size: optional (height, width) to record; defaults to the arrays' size.
-        d_model, n_heads, n_layers, dim_feedforward, conv_channels: model size.
+        d_model, n_heads, n_layers, dim_feedforward, conv_channels, pool_size, coord_conv:
+            model size and image encoding (see :class:`ActConfig`).
         log_every: print the loss every so many steps (0: silent).
 
     Returns:
@@ -274,7 +290,8 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
     cfg = ActConfig(state_size=states.shape[1], action_size=actions.shape[2],
                     chunk_length=actions.shape[1], step_period=float(step_period), cameras=cams,
                     d_model=d_model, n_heads=n_heads, n_layers=n_layers,
-                    dim_feedforward=dim_feedforward, conv_channels=conv_channels)
+                    dim_feedforward=dim_feedforward, conv_channels=conv_channels,
+                    pool_size=pool_size, coord_conv=coord_conv)
     norm = Normalization.fit(states, actions)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)

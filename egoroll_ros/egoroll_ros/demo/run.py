@@ -1,0 +1,189 @@
+"""`egoroll demo`: bring up the demo graph, run preflight and a rollout, report.
+
+The nodes run as subprocesses of their installed console scripts with the installed demo
+configuration (``share/egoroll_ros/config/*.yaml``), exactly as ``sim_launch.py`` starts them;
+this command only adds what a person at the robot would do: hold the Quest deadman, run
+preflight, start, watch, stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import json
+import os
+from pathlib import Path
+import sys
+import time
+from typing import TextIO
+
+from egoroll_interfaces.msg import RolloutStatus
+from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME
+from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.demo.report import write_report
+from egoroll_ros.demo.supervisor import DemoSupervisor
+from egoroll_ros.errors import ConfigError
+from egoroll_ros.ros.graph import RosGraph, wait_until
+from egoroll_ros.ros.processes import ProcessLauncher
+
+#: Topics ``--record`` writes (every topic of the demo graph).
+RECORD_TOPICS = [
+    ('joint_states', 'sensor_msgs/msg/JointState'),
+    ('camera/scene/image_raw', 'sensor_msgs/msg/Image'),
+    ('quest/joy', 'sensor_msgs/msg/Joy'),
+    ('sim/target', 'geometry_msgs/msg/PointStamped'),
+    ('policy/chunk', 'egoroll_interfaces/msg/ActionChunk'),
+    ('policy/status', 'egoroll_interfaces/msg/RolloutStatus'),
+    ('safety/verdict', 'egoroll_interfaces/msg/GateVerdict'),
+    ('command', 'sensor_msgs/msg/JointState'),
+    ('executor/commanded', 'sensor_msgs/msg/JointState'),
+    ('executor/planned', 'sensor_msgs/msg/JointState'),
+    ('safety/markers', 'visualization_msgs/msg/MarkerArray'),
+    ('/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray'),
+]
+
+
+@dataclass
+class DemoOptions:
+    """Options of ``egoroll demo`` (see ``egoroll demo --help``)."""
+
+    duration: float = 30.0
+    report_dir: Path | None = None
+    record: Path | None = None
+    checkpoint: Path | None = None
+    seed: int = 0
+    quiet: bool = False
+
+
+def share_dir() -> Path:
+    """The installed share directory of egoroll_ros."""
+    from ament_index_python.packages import get_package_share_directory
+    return Path(get_package_share_directory('egoroll_ros'))
+
+
+def demo_checkpoint(checkpoint: Path | None) -> tuple[Path, str]:
+    """The checkpoint directory and the fingerprint its manifest vouches for.
+
+    Raises:
+        ConfigError: no manifest, or a manifest without a fingerprint.
+    """
+    path = checkpoint or share_dir() / 'policies' / 'demo'
+    manifest = path / 'manifest.json'
+    try:
+        fingerprint = json.loads(manifest.read_text())['fingerprint']
+    except (OSError, ValueError, KeyError) as exc:
+        raise ConfigError(f'demo policy: cannot read the fingerprint from {manifest} ({exc}); '
+                          'train one with `egoroll train-demo --out DIR`') from None
+    return path, str(fingerprint)
+
+
+def _start_graph(launch: ProcessLauncher, checkpoint: Path, fingerprint: str) -> None:
+    cfg = share_dir() / 'config'
+    urdf = share_dir() / 'urdf' / 'demo_arm.urdf'
+    launch.start('sim_robot', 'sim_robot', params_files=[cfg / 'sim_robot.yaml'],
+                 params={'urdf_path': str(urdf), 'initial_positions': list(HOME)},
+                 wait_publishers=['joint_states', 'robot_description'])
+    launch.start('trajectory_server', 'trajectory_server',
+                 params_files=[cfg / 'trajectory_server.yaml'],
+                 wait_actions=['execute_trajectory'])
+    launch.start('safety_gate', 'safety_gate', params_files=[cfg / 'safety_gate.yaml'],
+                 wait_subscriptions=['policy/chunk'], wait_publishers=['safety/verdict'])
+    launch.start('sim_camera', 'sim_camera', params_files=[cfg / 'sim_camera.yaml'],
+                 wait_publishers=['camera/scene/image_raw'], wait_subscriptions=['sim/target'])
+    launch.start('policy_node', 'policy_node', params_files=[cfg / 'policy_node.yaml'],
+                 params={'policy.path': str(checkpoint),
+                         'policy.expected_fingerprint': fingerprint},
+                 wait_services=['policy/preflight', 'policy/start', 'policy/stop'],
+                 timeout=120.0)
+
+
+def _status_line(sup: DemoSupervisor) -> str:
+    acc, rej, reached_n, shown = sup.counts()
+    st = sup.status
+    state = st.state_name if st is not None else '?'
+    chunks = st.chunks_published if st is not None else 0
+    from egoroll_ros.demo.report import tracking_error
+    with sup.lock:
+        err = tracking_error(sup.log) if len(sup.log.t_commanded) > 1 else {'max': float('nan')}
+        dist = sup.tool_distance
+    return (f'[{max(sup.now(), 0.0):5.1f}s] {state:<8} chunks {chunks:4d} | gate {acc} ok '
+            f'{rej} rejected | track err max {err["max"]:.3f} | target dist {dist:.3f} m | '
+            f'targets {reached_n}/{shown} reached')
+
+
+def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
+    """Run the demo; return the exit status (0 only when the run was clean and useful)."""
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    report_dir = opts.report_dir or Path.cwd() / time.strftime('egoroll-demo-%Y%m%d-%H%M%S')
+    checkpoint, fingerprint = demo_checkpoint(opts.checkpoint)
+    model = RobotModel.from_file(share_dir() / 'urdf' / 'demo_arm.urdf')
+    print(f'egoroll demo: policy {checkpoint} ({fingerprint[:12]}), report -> {report_dir}',
+          file=out, flush=True)
+    graph = RosGraph()
+    launch = ProcessLauncher(graph.node('egoroll_demo_probe'), report_dir / 'logs')
+    recorder = None
+    code = 1
+    try:
+        sup = graph.add(DemoSupervisor(DEMO_JOINTS, model, seed=opts.seed,
+                                       context=graph.context))
+        if opts.record is not None:
+            from egoroll_ros.ros.bagio import BagRecorder
+            recorder = BagRecorder(graph.node('egoroll_demo_recorder'), opts.record,
+                                   RECORD_TOPICS)
+        print('starting sim_robot, trajectory_server, safety_gate, sim_camera, policy_node ...',
+              file=out, flush=True)
+        _start_graph(launch, checkpoint, fingerprint)
+        sup.new_target()
+        wait_until(lambda: sup.status is not None and sup.status.state ==
+                   RolloutStatus.STATE_IDLE, 60.0, 'policy_node configured (IDLE)')
+        ok, msg = False, ''
+        deadline = time.monotonic() + 30.0
+        while not ok and time.monotonic() < deadline:
+            sup.republish_target()
+            ok, msg = sup.call('preflight')
+            if not ok:
+                time.sleep(0.5)  # inputs still arriving; preflight says which
+        if not ok:
+            print(f'preflight failed: {msg}', file=out)
+            return 1
+        print(msg, file=out, flush=True)
+        sup.start_clock()
+        ok, msg = sup.call('start')
+        if not ok:
+            print(f'start refused: {msg}', file=out)
+            return 1
+        end = time.monotonic() + opts.duration
+        while time.monotonic() < end:
+            if not opts.quiet:
+                print('\r' + _status_line(sup), end='', file=out, flush=True)
+            if sup.log.gate_faults or sup.log.policy_faults:
+                break
+            time.sleep(0.25)
+        print(file=out)
+        ok, msg = sup.call('stop')
+        if not ok:
+            print(f'stop failed: {msg}', file=out)
+        duration = sup.now()
+        with sup.lock:
+            summary = write_report(sup.log, duration, report_dir)
+        print(f'targets reached {summary["targets_reached"]}/{summary["targets_shown"]} '
+              f'(success rate {summary["success_rate"]:.0%}), chunks accepted '
+              f'{summary["chunks_accepted"]}, rejected {summary["chunks_rejected"]}',
+              file=out)
+        for rej in summary['rejections']:
+            print(f'  rejected chunk {rej["sequence"]} at {rej["t"]:.1f}s: {rej["summary"]}',
+                  file=out)
+        for failure in summary['failures']:
+            print(f'FAILED: {failure}', file=out)
+        print(f'report: {report_dir}/summary.json, {report_dir}/joints.png', file=out)
+        code = 0 if summary['ok'] else 1
+    except AssertionError as exc:
+        print(f'\negoroll demo: {exc}', file=out)
+        code = 1
+    finally:
+        if recorder is not None:
+            recorder.close()
+            print(f'recorded {sum(recorder.counts.values())} messages to {opts.record}',
+                  file=out)
+        launch.stop_all()
+        graph.close()
+    return code

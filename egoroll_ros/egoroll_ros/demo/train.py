@@ -1,0 +1,235 @@
+"""Record the scripted expert on the demo task and train the demo ``egoroll_act`` policy.
+
+Everything runs offline and deterministically (given ``seed``), with no ROS graph: the camera
+images come from the same renderer sim_camera uses, resized with the same function the policy
+node uses, and the expert's chunks are executed kinematically with a lag and noise model so
+the policy also sees states off the expert's own path.
+
+``egoroll train-demo --out DIR`` writes a checkpoint directory plus ``manifest.json`` (the
+fingerprint, the sha256 of every file and how it was made). The shipped demo policy under
+``egoroll_ros/policies/demo`` was made with the defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+import hashlib
+import json
+from pathlib import Path
+import time
+from typing import Any
+
+import numpy as np
+
+from egoroll_ros.core.demo_task import (
+    DEMO_JOINTS,
+    HOME,
+    ExpertConfig,
+    ReachExpert,
+    Workspace,
+    execute,
+    reached,
+)
+from egoroll_ros.core.images import resize_rgb
+from egoroll_ros.core.render import Intrinsics, SceneRenderer
+from egoroll_ros.core.robot_model import RobotModel
+
+MANIFEST = 'manifest.json'
+EXPERT_DT = ExpertConfig().dt
+
+
+@dataclass(frozen=True)
+class DemoTrainingConfig:
+    """How the demo policy is made.
+
+    Attributes:
+        episodes: expert episodes recorded.
+        max_queries: policy queries per episode at most.
+        hold_queries: queries recorded after the target is reached (teaches staying there).
+        points_per_query: chunk points executed between queries (query period / step period:
+            0.1 s at 10 Hz over 0.05 s steps = 2).
+        lag: fraction of each step the simulated arm lags behind (0 = perfect tracking).
+        state_noise: std of the noise added to the state after each query (rad).
+        start_noise: std of the start posture around HOME (rad).
+        camera_size: rendered frame (height, width): what sim_camera publishes.
+        policy_image_size: (height, width) the policy takes (the node resizes).
+        fov_deg: the camera's horizontal field of view (sim_camera's default).
+        steps, batch_size, lr: training.
+        pool_size, coord_conv: image encoding of the model (finer tokens and pixel-coordinate
+            channels: the task hinges on where the target disc is in the frame).
+        seed: everything random derives from it.
+    """
+
+    episodes: int = 80
+    max_queries: int = 90
+    hold_queries: int = 6
+    points_per_query: int = 2
+    lag: float = 0.3
+    state_noise: float = 0.01
+    start_noise: float = 0.25
+    camera_size: tuple[int, int] = (224, 224)
+    policy_image_size: tuple[int, int] = (96, 96)
+    fov_deg: float = 50.0
+    steps: int = 3000
+    batch_size: int = 64
+    lr: float = 1e-3
+    pool_size: int = 8
+    coord_conv: bool = True
+    seed: int = 0
+
+
+@dataclass
+class Dataset:
+    """Recorded demonstrations: images (N, h, w, 3), states (N, 8), actions (N, H, 8)."""
+
+    images: np.ndarray
+    states: np.ndarray
+    actions: np.ndarray
+    episodes_reached: int
+    episodes: int
+
+
+def _setup(urdf: Path, cfg: DemoTrainingConfig) -> tuple[RobotModel, ReachExpert, SceneRenderer]:
+    model = RobotModel.from_file(urdf)
+    expert = ReachExpert(model)
+    h, w = cfg.camera_size
+    renderer = SceneRenderer(model, Intrinsics.from_fov(w, h, cfg.fov_deg))
+    if renderer.joint_names != DEMO_JOINTS:
+        raise ValueError(f'{urdf}: renderer joints {renderer.joint_names} != {DEMO_JOINTS}')
+    return model, expert, renderer
+
+
+def observe(renderer: SceneRenderer, q: np.ndarray, target: np.ndarray,
+            size: tuple[int, int]) -> np.ndarray:
+    """The policy's view: the rendered frame resized as policy_node resizes it."""
+    return resize_rgb(renderer.render(q, target), size[0], size[1])
+
+
+def _step(q: np.ndarray, chunk_positions: np.ndarray, k: int, lag: float,
+          noise: float, rng: np.random.Generator) -> np.ndarray:
+    """Advance ``k`` points of a chunk with a lagging, noisy arm."""
+    target = execute(q, _as_traj(chunk_positions), k)
+    q_next = target + lag * (q - target)
+    q_next[:-1] += rng.normal(0.0, noise, q_next.shape[0] - 1)
+    return q_next
+
+
+def _as_traj(positions: np.ndarray):  # noqa: ANN202 - a JointTrajectoryData
+    from egoroll_ros.core.types import JointTrajectoryData
+    return JointTrajectoryData(DEMO_JOINTS, np.arange(1, len(positions) + 1, dtype=float),
+                               positions)
+
+
+def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print) -> Dataset:
+    """Record ``cfg.episodes`` expert episodes (deterministic given ``cfg.seed``)."""
+    _, expert, renderer = _setup(urdf, cfg)
+    rng = np.random.default_rng(cfg.seed)
+    workspace = Workspace()
+    images, states, actions = [], [], []
+    n_reached = 0
+    for ep in range(cfg.episodes):
+        q = np.asarray(HOME, dtype=float).copy()
+        q[:-1] += rng.normal(0.0, cfg.start_noise, q.shape[0] - 1)
+        q[-1] = HOME[-1]
+        target = workspace.sample(rng)
+        hold = None
+        for _ in range(cfg.max_queries):
+            chunk = expert.chunk(q, target)
+            images.append(observe(renderer, q, target, cfg.policy_image_size))
+            states.append(q.copy())
+            actions.append(chunk.positions.copy())
+            if hold is None and reached(expert.tool_position(q), target):
+                hold = cfg.hold_queries
+            if hold is not None:
+                hold -= 1
+                if hold <= 0:
+                    break
+            q = _step(q, chunk.positions, cfg.points_per_query, cfg.lag, cfg.state_noise, rng)
+        n_reached += hold is not None
+        if log and (ep + 1) % 10 == 0:
+            log(f'recorded {ep + 1}/{cfg.episodes} episodes, {len(states)} samples, '
+                f'{n_reached} reached')
+    return Dataset(np.stack(images), np.stack(states), np.stack(actions), n_reached,
+                   cfg.episodes)
+
+
+def evaluate(policy: Any, urdf: Path, cfg: DemoTrainingConfig, episodes: int = 10,
+             seed: int = 1000) -> dict[str, Any]:
+    """Closed-loop offline success rate of ``policy`` on fresh targets (same lag model)."""
+    from egoroll_ros.policies.base import Observation
+
+    _, expert, renderer = _setup(urdf, cfg)
+    rng = np.random.default_rng(seed)
+    workspace = Workspace()
+    results = []
+    for _ in range(episodes):
+        q = np.asarray(HOME, dtype=float).copy()
+        q[:-1] += rng.normal(0.0, cfg.start_noise, q.shape[0] - 1)
+        q[-1] = HOME[-1]
+        target = workspace.sample(rng)
+        ok = False
+        for _ in range(cfg.max_queries):
+            obs = Observation(images={'scene': observe(renderer, q, target,
+                                                       cfg.policy_image_size)}, state=q.copy())
+            chunk = np.asarray(policy.predict_chunk(obs))
+            q = _step(q, chunk, cfg.points_per_query, cfg.lag, 0.0, rng)
+            if reached(expert.tool_position(q), target):
+                ok = True
+                break
+        results.append(ok)
+    return {'episodes': episodes, 'reached': int(sum(results)),
+            'success_rate': float(np.mean(results))}
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_manifest(ckpt: Path, fingerprint: str, info: dict[str, Any]) -> dict[str, Any]:
+    """Write ``manifest.json``: fingerprint, sha256 of every other file, provenance."""
+    files = {p.name: sha256_file(p) for p in sorted(ckpt.iterdir())
+             if p.is_file() and p.name != MANIFEST}
+    manifest = {'backend': 'egoroll_act', 'fingerprint': fingerprint, 'files': files, **info}
+    (ckpt / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + '\n')
+    return manifest
+
+
+def train_demo_policy(out_dir: Path, urdf: Path, cfg: DemoTrainingConfig | None = None,
+                      eval_episodes: int = 10, log: Any = print) -> dict[str, Any]:
+    """Record demonstrations, train, evaluate offline, write the checkpoint and manifest.
+
+    Returns:
+        The manifest dict.
+    """
+    import torch
+
+    from egoroll_ros.policies.act import ActPolicy, train_act
+
+    cfg = cfg or DemoTrainingConfig()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    t0 = time.monotonic()
+    data = collect(urdf, cfg, log)
+    t_collect = time.monotonic() - t0
+    log(f'{len(data.states)} samples from {data.episodes} episodes '
+        f'({data.episodes_reached} reached) in {t_collect:.0f} s; training {cfg.steps} steps')
+    t1 = time.monotonic()
+    result = train_act({'scene': data.images}, data.states, data.actions, out_dir,
+                       step_period=EXPERT_DT, steps=cfg.steps, batch_size=cfg.batch_size,
+                       lr=cfg.lr, seed=cfg.seed, log_every=max(1, cfg.steps // 10),
+                       pool_size=cfg.pool_size, coord_conv=cfg.coord_conv)
+    t_train = time.monotonic() - t1
+    policy = ActPolicy.load(out_dir)
+    ev = evaluate(policy, urdf, cfg, episodes=eval_episodes) if eval_episodes else {}
+    log(f'trained in {t_train:.0f} s, final loss {result.losses[-1]:.4f}; offline success '
+        f"{ev.get('reached', '-')}/{ev.get('episodes', '-')}")
+    info = {'training': {**{k: (list(v) if isinstance(v, tuple) else v)
+                            for k, v in asdict(cfg).items()},
+                         'samples': int(len(data.states)),
+                         'expert_episodes_reached': int(data.episodes_reached),
+                         'final_loss': float(result.losses[-1]),
+                         'collect_seconds': round(t_collect, 1),
+                         'train_seconds': round(t_train, 1)},
+            'offline_evaluation': ev,
+            'joints': list(DEMO_JOINTS)}
+    return write_manifest(Path(out_dir), result.fingerprint, info)
