@@ -311,6 +311,8 @@ class Limits:
     gripper_min: np.ndarray
     gripper_max: np.ndarray
     fk: FkPlan | None
+    workspace_min: np.ndarray | None = None     # (3, 1, 1): batch-last FK layout
+    workspace_max: np.ndarray | None = None
 
 
 def _per_joint(values: tuple[float, ...], n: int) -> np.ndarray:
@@ -369,7 +371,9 @@ def prepare(robot_model: RobotModel, config: GateConfig) -> Limits:
         start_deviation=_per_joint(config.max_start_deviation, n),
         gripper_cols=np.array([col[j] for j in config.gripper_joints], dtype=int),
         gripper_min=np.array(config.gripper_min, dtype=float),
-        gripper_max=np.array(config.gripper_max, dtype=float), fk=fk)
+        gripper_max=np.array(config.gripper_max, dtype=float), fk=fk,
+        workspace_min=np.array(config.ee_workspace_min, dtype=float).reshape(-1, 1, 1),
+        workspace_max=np.array(config.ee_workspace_max, dtype=float).reshape(-1, 1, 1))
 
 
 def rotation_angles(r_a: np.ndarray, r_b: np.ndarray) -> np.ndarray:
@@ -396,9 +400,15 @@ class _Collector:
     def mask(self, check: str, bad: np.ndarray, values: np.ndarray, limits: np.ndarray,
              subjects: Sequence[str], index_offset: int, text: str,
              soft: bool = False) -> None:
-        """Add one violation per True in ``bad`` (shape (K, S): rows are points)."""
+        """Add one violation per True in ``bad`` (shape (K, S): rows are points).
+
+        ``values`` and ``limits`` may be anything that broadcasts to ``bad``'s shape; they are
+        only expanded when there is something to report (the accept path stays cheap).
+        """
         if not bad.any():
             return
+        values = np.broadcast_to(values, bad.shape)
+        limits = np.broadcast_to(limits, bad.shape)
         rows, cols = np.nonzero(bad)
         for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
             idx = r + index_offset
@@ -543,15 +553,20 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
         return
 
     # --- time ------------------------------------------------------------------------------
-    dts = np.diff(times)
-    increasing = times[0] >= 0.0 and bool((dts > 0.0).all())
-    if times[0] < 0.0:
+    dts = times[1:] - times[:-1]
+    t_first = float(times[0])
+    monotonic = bool((dts > 0.0).all())
+    increasing = t_first >= 0.0 and monotonic
+    if t_first < 0.0:
         out.one('time_increasing', '', 0, times[0], 0.0,
                 f'time_increasing: point 0 has negative time_from_start {times[0]:.6g} s')
-    for i in np.nonzero(dts <= 0.0)[0].tolist():
-        out.one('time_increasing', '', i + 1, dts[i], 0.0,
-                f'time_increasing: point {i + 1} is {dts[i]:.6g} s after point {i}')
-    if config.enabled('point_spacing') and n > 1:
+    if not monotonic:
+        for i in np.nonzero(dts <= 0.0)[0].tolist():
+            out.one('time_increasing', '', i + 1, dts[i], 0.0,
+                    f'time_increasing: point {i + 1} is {dts[i]:.6g} s after point {i}')
+    if config.enabled('point_spacing') and n > 1 and not (
+            float(dts.min()) >= config.min_point_spacing
+            and float(dts.max()) <= config.max_point_spacing):
         bad = (dts < config.min_point_spacing) & (dts > 0.0)
         for i in np.nonzero(bad)[0].tolist():
             out.one('point_spacing', '', i + 1, dts[i], config.min_point_spacing,
@@ -571,35 +586,37 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
             out.one('chunk_age', '', WHOLE_CHUNK, age, -config.max_future_stamp,
                     f'chunk_age: observation stamp is {-age:.3f} s in the future '
                     f'(max {config.max_future_stamp} s)')
-    if config.enabled('chunk_in_past') and chunk.stamp + times[-1] <= now:
+    t_last = float(times[-1])
+    if config.enabled('chunk_in_past') and chunk.stamp + t_last <= now:
         out.one('chunk_in_past', '', n - 1, chunk.stamp + times[-1] - now, 0.0,
                 f'chunk_in_past: the last point was due {now - chunk.stamp - times[-1]:.3f} '
                 's before arrival')
 
     # --- joint space -----------------------------------------------------------------------
     if config.enabled('position_limit'):
-        lo = np.broadcast_to(lim.lower, pos.shape)
-        hi = np.broadcast_to(lim.upper, pos.shape)
+        lo, hi = lim.lower, lim.upper
         out.mask('position_limit', pos < lo, pos, lo, joints, 0, '{v:.6g} below {lim:.6g}')
         out.mask('position_limit', pos > hi, pos, hi, joints, 0, '{v:.6g} above {lim:.6g}')
     if config.enabled('gripper_range') and lim.gripper_cols.size:
         g = pos[:, lim.gripper_cols]
         gnames = config.gripper_joints
-        glo = np.broadcast_to(lim.gripper_min, g.shape)
-        ghi = np.broadcast_to(lim.gripper_max, g.shape)
+        glo, ghi = lim.gripper_min, lim.gripper_max
         out.mask('gripper_range', g < glo, g, glo, gnames, 0, '{v:.6g} below {lim:.6g}')
         out.mask('gripper_range', g > ghi, g, ghi, gnames, 0, '{v:.6g} above {lim:.6g}')
     if qm is not None:
-        full = np.vstack([qm[None, :], pos])
-        full_t = np.concatenate([[0.0], times])
-        steps = np.diff(full, axis=0)
+        full = np.empty((n + 1, nj))
+        full[0] = qm
+        full[1:] = pos
+        full_t = np.empty(n + 1)
+        full_t[0] = 0.0
+        full_t[1:] = times
     else:
-        full, full_t, steps = pos, times, np.diff(pos, axis=0)
+        full, full_t = pos, times
+    steps = full[1:] - full[:-1]
     offset = 0 if qm is not None else 1      # step k ends at point k + offset
     if config.enabled('max_step') and steps.size:
-        absd = np.abs(steps)
-        mx = np.broadcast_to(lim.max_step, steps.shape)
-        out.mask('max_step', absd > mx, steps, mx, joints, offset,
+        mx = lim.max_step
+        out.mask('max_step', np.abs(steps) > mx, steps, mx, joints, offset,
                  'step {v:.6g} exceeds {lim:.6g}')
     if qm is not None and config.enabled('start_deviation'):
         dev = (pos[0] - qm)[None, :]
@@ -609,65 +626,74 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
     if increasing:
         # Velocities/accelerations by finite differences; the measured state counts at t = 0
         # only when the first point lies after it.
-        if qm is not None and times[0] <= 0.0:
-            vq, vt, voff = full[1:], full_t[1:], 0
+        if qm is not None and t_first <= 0.0:
+            vdt, vsteps, voff = dts, steps[1:], 0
         else:
-            vq, vt, voff = full, full_t, offset
-        vdt = np.diff(vt)
-        vel = np.diff(vq, axis=0) / vdt[:, None]
+            vdt = full_t[1:] - full_t[:-1]
+            vsteps, voff = steps, offset
+        vel = vsteps / vdt[:, None]
         if config.enabled('velocity_limit'):
-            vl = np.broadcast_to(lim.velocity, vel.shape)
+            vl = lim.velocity
             out.mask('velocity_limit', np.abs(vel) > vl, vel, vl, joints, voff,
                      'finite-difference velocity {v:.6g} exceeds {lim:.6g}')
             if vel_decl is not None:
-                vl = np.broadcast_to(lim.velocity, vel_decl.shape)
                 out.mask('velocity_limit', np.abs(vel_decl) > vl, vel_decl, vl, joints, 0,
                          'declared velocity {v:.6g} exceeds {lim:.6g}')
         if config.enabled('acceleration_limit'):
             if vel.shape[0] >= 2:
                 mid = 0.5 * (vdt[1:] + vdt[:-1])
-                acc = np.diff(vel, axis=0) / mid[:, None]
-                al = np.broadcast_to(lim.acceleration, acc.shape)
+                acc = (vel[1:] - vel[:-1]) / mid[:, None]
+                al = lim.acceleration
                 out.mask('acceleration_limit', np.abs(acc) > al, acc, al, joints, voff,
                          'finite-difference acceleration {v:.6g} exceeds {lim:.6g}')
             if acc_decl is not None:
-                al = np.broadcast_to(lim.acceleration, acc_decl.shape)
+                al = lim.acceleration
                 out.mask('acceleration_limit', np.abs(acc_decl) > al, acc_decl, al, joints, 0,
                          'declared acceleration {v:.6g} exceeds {lim:.6g}')
 
     # --- end effectors ---------------------------------------------------------------------
     if lim.fk is None:
         return
-    trans, rots = lim.fk.compute(full)                       # (F, M, 3), (F, M, 3, 3)
-    verdict.ee_paths = trans
+    # Batch-last layout, (3, F, M) and (3, 3, F, M): long numpy inner loops, no copies.
+    trans, rots = lim.fk.compute_batch_last(full)
+    verdict.ee_paths = trans.transpose(1, 2, 0)                         # (F, M, 3) view
     frames = config.ee_frames
-    if trans.shape[1] >= 2:
+    if trans.shape[2] >= 2:
         if config.enabled('ee_rotation_jump'):
-            ang = rotation_angles(rots[:, :-1], rots[:, 1:]).T            # (M-1, F)
-            lm = np.full(ang.shape, config.ee_max_rotation_step)
+            # rotation_angles() of consecutive poses, on this layout: rel = Ra^T Rb.
+            rel = np.einsum('kifm,kjfm->ijfm', rots[..., :-1], rots[..., 1:])
+            tr = rel[0, 0] + rel[1, 1] + rel[2, 2]
+            sx = rel[2, 1] - rel[1, 2]
+            sy = rel[0, 2] - rel[2, 0]
+            sz = rel[1, 0] - rel[0, 1]
+            ang = np.arctan2(np.sqrt(sx * sx + sy * sy + sz * sz), tr - 1.0).T  # (M-1, F)
+            lm = config.ee_max_rotation_step
             out.mask('ee_rotation_jump', ang > lm, ang, lm, frames, offset,
                      'rotates {v:.6g} rad from the previous pose (max {lim:.6g})')
         if config.enabled('ee_translation_jump'):
-            jump = np.linalg.norm(np.diff(trans, axis=1), axis=2).T       # (M-1, F)
-            lm = np.full(jump.shape, config.ee_max_translation_step)
+            d = trans[:, :, 1:] - trans[:, :, :-1]
+            jump = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).T     # (M-1, F)
+            lm = config.ee_max_translation_step
             out.mask('ee_translation_jump', jump > lm, jump, lm, frames, offset,
                      'moves {v:.6g} m from the previous pose (max {lim:.6g})')
-    pts = trans[:, 1:] if qm is not None else trans                     # chunk points only
+    pts = trans[:, :, 1:] if qm is not None else trans                 # chunk points only
     if config.enabled('ee_workspace') and config.workspace_configured:
-        wmin = np.array(config.ee_workspace_min)
-        wmax = np.array(config.ee_workspace_max)
-        outside = ((pts < wmin) | (pts > wmax))
+        wmin, wmax = lim.workspace_min, lim.workspace_max                 # (3, 1, 1)
+        outside = (pts < wmin) | (pts > wmax)
         if outside.any():
-            for f, i, ax in zip(*np.nonzero(outside), strict=True):
-                v = float(pts[f, i, ax])
+            pts_f = pts.transpose(1, 2, 0)                                # (F, N, 3)
+            wmin, wmax = wmin.ravel(), wmax.ravel()
+            for f, i, ax in zip(*np.nonzero(outside.transpose(1, 2, 0)), strict=True):
+                v = float(pts_f[f, i, ax])
                 limit = float(wmin[ax] if v < wmin[ax] else wmax[ax])
                 out.one('ee_workspace', frames[f], int(i), v, limit,
                         f"ee_workspace: '{frames[f]}' at point {int(i)}: {'xyz'[ax]} = "
                         f'{v:.4g} m is outside [{wmin[ax]:.4g}, {wmax[ax]:.4g}]')
     if qm is not None:
-        dist = np.linalg.norm(pts - trans[:, :1], axis=2).T                # (N, F)
-        hard = np.full(dist.shape, config.ee_hard_translation)
-        soft = np.full(dist.shape, config.ee_soft_translation)
+        d = pts - trans[:, :, :1]
+        dist = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).T          # (N, F)
+        hard = config.ee_hard_translation
+        soft = config.ee_soft_translation
         if config.enabled('ee_hard_translation'):
             out.mask('ee_hard_translation', dist > hard, dist, hard, frames, 0,
                      '{v:.4g} m from the measured pose (hard limit {lim:.4g})')

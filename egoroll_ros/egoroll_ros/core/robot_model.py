@@ -59,8 +59,15 @@ def _skew(axis: np.ndarray) -> np.ndarray:
 class FkPlan:
     """Precomputed, vectorised forward kinematics of named frames for one joint ordering.
 
-    Built by :meth:`RobotModel.fk_plan`. Each frame's chain of joints from the root is padded
-    (with identity steps) to the longest chain so all frames are computed together.
+    Built by :meth:`RobotModel.fk_plan`. Each frame's chain from the root is a sequence of
+    steps (joint placement then joint motion, and last the frame's own placement), padded at
+    the front with identity steps to a power of two so every frame and every configuration is
+    computed together. Everything that depends only on the model is precomputed: a step's
+    rotation is ``A0 + sin(q) A1 + (1 - cos(q)) A2`` (placement times Rodrigues' formula) and
+    its translation ``p0 + q pa`` (prismatic), so a call costs a few elementwise numpy
+    operations plus ``log2(steps)`` batched compositions (a tree product, not a loop over
+    joints). Arrays are laid out batch-last (``(..., F, N)``), which keeps numpy's inner loops
+    long.
 
     Attributes:
         frames: the frame names, in output order.
@@ -69,16 +76,43 @@ class FkPlan:
 
     frames: tuple[str, ...]
     joint_names: tuple[str, ...]
-    _cols: np.ndarray       # (F, L) column of the joint at each step, -1 for none
-    _rev: np.ndarray        # (F, L) 1.0 where the step's joint is revolute/continuous
-    _pri: np.ndarray        # (F, L) 1.0 where prismatic
-    _k: np.ndarray          # (F, L, 3, 3) skew(axis)
-    _k2: np.ndarray         # (F, L, 3, 3) skew(axis)^2
-    _axis: np.ndarray       # (F, L, 3)
-    _pl_r: np.ndarray       # (F, L, 3, 3) joint placement in its parent joint
-    _pl_p: np.ndarray       # (F, L, 3)
-    _fr_r: np.ndarray       # (F, 3, 3) frame placement in its parent joint
-    _fr_p: np.ndarray       # (F, 3)
+    _cols: np.ndarray       # (S, F) column of the joint at each step (0 where none: masked)
+    _rev: np.ndarray        # (S, F, 1) 1.0 where the step's joint is revolute/continuous
+    _pri: np.ndarray        # (S, F, 1) 1.0 where prismatic
+    _a0: np.ndarray         # (S, 3, 3, F, 1) placement rotation
+    _a1: np.ndarray         # (S, 3, 3, F, 1) placement rotation @ skew(axis)
+    _a2: np.ndarray         # (S, 3, 3, F, 1) placement rotation @ skew(axis)^2
+    _p0: np.ndarray         # (S, 3, F, 1) placement translation
+    _pa: np.ndarray         # (S, 3, F, 1) placement rotation @ axis (prismatic steps)
+
+    def compute_batch_last(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Like :meth:`compute`, laid out batch-last (no copy into the other layout).
+
+        Args:
+            positions: shape (N, J), columns in :attr:`joint_names` order.
+
+        Returns:
+            ``(translations, rotations)`` of shapes (3, F, N) and (3, 3, F, N).
+        """
+        q = np.asarray(positions, dtype=float)
+        n = q.shape[0]
+        ns, nf = self._cols.shape
+        if q.shape[1] == 0:                                  # no joints: frames are fixed
+            q = np.zeros((n, 1))
+        qs = q.T[self._cols]                                 # (S, F, N)
+        theta = qs * self._rev
+        s = np.sin(theta)[:, None, None]                     # (S, 1, 1, F, N)
+        c1 = (1.0 - np.cos(theta))[:, None, None]
+        rot = self._a0 + s * self._a1 + c1 * self._a2        # (S, 3, 3, F, N)
+        pos = self._p0 + (qs * self._pri)[:, None] * self._pa   # (S, 3, F, N)
+        b = nf * n
+        rot = rot.reshape(ns, 3, 3, b)
+        pos = pos.reshape(ns, 3, b)
+        while rot.shape[0] > 1:                              # T[2k] o T[2k+1], in order
+            ra, rb = rot[0::2], rot[1::2]
+            pos = pos[0::2] + np.einsum('sijb,sjb->sib', ra, pos[1::2])
+            rot = np.einsum('sijb,sjkb->sikb', ra, rb)
+        return pos[0].reshape(3, nf, n), rot[0].reshape(3, 3, nf, n)
 
     def compute(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Poses of every frame at every configuration, in the URDF root frame.
@@ -89,31 +123,9 @@ class FkPlan:
         Returns:
             ``(translations, rotations)`` of shapes (F, N, 3) and (F, N, 3, 3).
         """
-        q = np.asarray(positions, dtype=float)
-        n = q.shape[0]
-        nf, nl = self._cols.shape
-        if nl == 0:
-            trans = np.broadcast_to(self._fr_p[:, None, :], (nf, n, 3)).copy()
-            rots = np.broadcast_to(self._fr_r[:, None], (nf, n, 3, 3)).copy()
-            return trans, rots
-        qpad = np.concatenate([q, np.zeros((n, 1))], axis=1)   # column -1 reads 0.0
-        qs = qpad[:, self._cols]                                  # (N, F, L)
-        qs = np.moveaxis(qs, 0, 2)                                # (F, L, N)
-        theta = qs * self._rev[..., None]
-        s = np.sin(theta)[..., None, None]
-        c1 = (1.0 - np.cos(theta))[..., None, None]
-        rj = np.eye(3) + s * self._k[:, :, None] + c1 * self._k2[:, :, None]  # (F, L, N, 3, 3)
-        step_r = self._pl_r[:, :, None] @ rj                     # (F, L, N, 3, 3)
-        disp = (qs * self._pri[..., None])[..., None] * self._axis[:, :, None, :]  # (F,L,N,3)
-        step_p = self._pl_p[:, :, None, :] + np.einsum('flij,flnj->flni', self._pl_r, disp)
-        rot = step_r[:, 0]
-        pos = step_p[:, 0]
-        for k in range(1, nl):
-            pos = pos + (rot @ step_p[:, k, :, :, None])[..., 0]
-            rot = rot @ step_r[:, k]
-        pos = pos + (rot @ self._fr_p[:, None, :, None])[..., 0]
-        rot = rot @ self._fr_r[:, None]
-        return pos, rot
+        pos, rot = self.compute_batch_last(positions)
+        return (np.ascontiguousarray(pos.transpose(1, 2, 0)),
+                np.ascontiguousarray(rot.transpose(2, 3, 0, 1)))
 
 
 class RobotModel:
@@ -303,39 +315,41 @@ class RobotModel:
                                       f'{", ".join(unknown)}')
             chains.append(chain)
         nf = len(frames)
-        nl = max((len(c) for c in chains), default=0)
-        cols = np.full((nf, nl), -1, dtype=int)
-        rev = np.zeros((nf, nl))
-        pri = np.zeros((nf, nl))
-        axis = np.zeros((nf, nl, 3))
-        pl_r = np.tile(np.eye(3), (nf, nl, 1, 1))
-        pl_p = np.zeros((nf, nl, 3))
-        fr_r = np.zeros((nf, 3, 3))
-        fr_p = np.zeros((nf, 3))
+        nl = max((len(c) for c in chains), default=0) + 1      # + the frame placement
+        ns = 1 << (nl - 1).bit_length()                         # power of two: a tree product
+        cols = np.zeros((ns, nf), dtype=int)
+        rev = np.zeros((ns, nf, 1))
+        pri = np.zeros((ns, nf, 1))
+        a0 = np.zeros((ns, 3, 3, nf, 1))
+        a1 = np.zeros((ns, 3, 3, nf, 1))
+        a2 = np.zeros((ns, 3, 3, nf, 1))
+        p0 = np.zeros((ns, 3, nf, 1))
+        pa = np.zeros((ns, 3, nf, 1))
+        a0[..., 0] = np.eye(3)[None, :, :, None]
         for f, (frame, chain) in enumerate(zip(frames, chains, strict=True)):
-            pad = nl - len(chain)
+            first = ns - len(chain) - 1
             for k, jname in enumerate(chain):
-                step = pad + k
+                step = first + k
                 jid = self._jid[jname]
-                cols[f, step] = col[jname]
-                if self.joints[jname].kind == PRISMATIC:
-                    pri[f, step] = 1.0
-                else:
-                    rev[f, step] = 1.0
-                axis[f, step] = self._axes[jname]
+                cols[step, f] = col[jname]
                 placement = model.jointPlacements[jid]
-                pl_r[f, step] = placement.rotation
-                pl_p[f, step] = placement.translation
+                pl_r = np.array(placement.rotation, dtype=float)
+                axis = self._axes[jname]
+                a0[step, :, :, f, 0] = pl_r
+                p0[step, :, f, 0] = placement.translation
+                if self.joints[jname].kind == PRISMATIC:
+                    pri[step, f] = 1.0
+                    pa[step, :, f, 0] = pl_r @ axis
+                else:
+                    rev[step, f] = 1.0
+                    k1 = _skew(axis)
+                    a1[step, :, :, f, 0] = pl_r @ k1
+                    a2[step, :, :, f, 0] = pl_r @ k1 @ k1
             fplace = model.frames[model.getFrameId(frame)].placement
-            fr_r[f] = fplace.rotation
-            fr_p[f] = fplace.translation
-        k = np.zeros((nf, nl, 3, 3))
-        for f in range(nf):
-            for s in range(nl):
-                k[f, s] = _skew(axis[f, s])
+            a0[ns - 1, :, :, f, 0] = fplace.rotation
+            p0[ns - 1, :, f, 0] = fplace.translation
         return FkPlan(frames=tuple(frames), joint_names=tuple(joint_names), _cols=cols,
-                      _rev=rev, _pri=pri, _k=k, _k2=k @ k, _axis=axis, _pl_r=pl_r, _pl_p=pl_p,
-                      _fr_r=fr_r, _fr_p=fr_p)
+                      _rev=rev, _pri=pri, _a0=a0, _a1=a1, _a2=a2, _p0=p0, _pa=pa)
 
     def fk(self, frames: Sequence[str], joint_names: Sequence[str],
            positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
