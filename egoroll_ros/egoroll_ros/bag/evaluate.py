@@ -119,6 +119,35 @@ class _Decoder:
                              f'({type(exc).__name__}: {exc})') from None
 
 
+_DTYPES = {'double': np.float64, 'float': np.float32, 'int8': np.int8, 'uint8': np.uint8,
+           'int16': np.int16, 'uint16': np.uint16, 'int32': np.int32, 'uint32': np.uint32,
+           'int64': np.int64, 'uint64': np.uint64, 'boolean': np.bool_, 'octet': np.uint8}
+
+
+def to_rosbags(msg: Any, store: Any) -> Any:
+    """An rclpy message as the equivalent ``rosbags`` message object of ``store``.
+
+    The output bag is serialized by rosbags (standard XCDR1 alignment) so that rosbags and
+    Foxglove read it; rclpy reads it too. Field by field, no knowledge of any one type.
+    """
+    pkg = type(msg).__module__.split('.')[0]
+    cls = store.types[f'{pkg}/msg/{type(msg).__name__}']
+    kwargs = {}
+    for name, ftype in msg.get_fields_and_field_types().items():
+        value = getattr(msg, name)
+        if hasattr(value, 'get_fields_and_field_types'):
+            value = to_rosbags(value, store)
+        elif ftype.startswith('sequence<') or '[' in ftype:
+            elem = ftype.split('<', 1)[-1].split(',')[0].rstrip('>').split('[')[0]
+            if elem in _DTYPES:
+                value = np.asarray(value, dtype=_DTYPES[elem])
+            else:
+                value = [to_rosbags(v, store) if hasattr(v, 'get_fields_and_field_types')
+                         else v for v in value]
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
 def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
                  urdf_path: str) -> tuple[RobotModel, str]:
     if opts.urdf is not None:
@@ -153,6 +182,7 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
     from egoroll_ros.nodes.safety_gate import PARAMS as GATE_PARAMS
     from egoroll_ros.ros.params import params_from_yaml
 
+    BagReader(opts.bag).close()     # a bad bag is named before anything else
     baseline = load_report(opts.baseline) if opts.baseline is not None else None
     overrides: dict[str, Any] = {}
     if opts.checkpoint is not None:
@@ -211,7 +241,6 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
          model_source: str, gate_path: Path, policy_path: str, warnings: list[str],
          baseline: dict[str, Any] | None, out_bag: Path, log: Callable[[str], None]
          ) -> dict[str, Any]:
-    from rclpy.serialization import serialize_message
     from rosbags.rosbag2 import StoragePlugin, Writer
 
     from egoroll_ros.ros import convert
@@ -294,9 +323,9 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         verdict = check(chunk, js.value if js is not None else None, model, gate_cfg, now=now,
                         steady_now=now)
         chunk_msg = convert.chunk_to_msg(chunk)
-        writer.write(conn_chunk, t_ns, serialize_message(chunk_msg))
-        writer.write(conn_verdict, t_ns, serialize_message(
-            convert.verdict_to_msg(verdict, chunk_msg, convert.sec_to_time(now), False)))
+        verdict_msg = convert.verdict_to_msg(verdict, chunk_msg, convert.sec_to_time(now), False)
+        for conn, msg in ((conn_chunk, chunk_msg), (conn_verdict, verdict_msg)):
+            writer.write(conn, t_ns, store.serialize_cdr(to_rosbags(msg, store), conn.msgtype))
         records.append(ChunkRecord(
             chunk.sequence, now, np.asarray(chunk.trajectory.times), np.asarray(positions),
             latency, verdict.accepted, verdict.needs_confirmation,

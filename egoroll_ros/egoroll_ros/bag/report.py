@@ -76,7 +76,7 @@ def action_error(chunks: Sequence[ChunkRecord], joints: Sequence[str], rec_times
     cont = list(continuous)
     for c in chunks:
         t = c.stamp + np.asarray(c.times, dtype=float)
-        inside = t <= end + 1e-12
+        inside = t <= end + 1e-6      # 1 us: float seconds of epoch stamps round
         beyond += int((~inside).sum())
         for k in np.nonzero(inside)[0].tolist():
             rec = np.array([np.interp(t[k], rec_times, rec_positions[:, j])
