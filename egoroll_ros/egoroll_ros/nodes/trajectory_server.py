@@ -128,6 +128,8 @@ class TrajectoryServer(Node):
         self.core = ExecutorCore(self.config)
         self._lock = threading.Lock()
         self._waiters: dict[bytes, _Waiter] = {}
+        self._submitted: set[bytes] = set()  # goals handed to the core
+        self._early_cancel: set[bytes] = set()  # canceled before their execute callback ran
         self._warned: set[str] = set()
 
         cmd_type = {'joint_state': JointState, 'float64_multi_array': Float64MultiArray,
@@ -184,6 +186,9 @@ class TrajectoryServer(Node):
         try:
             traj = trajectory_from_msg(req.trajectory)
             with self._lock:
+                if key in self._early_cancel:
+                    self._early_cancel.discard(key)
+                    raise TrajectoryError('CANCELED', 'canceled before it started')
                 goal = validate_goal(
                     traj, int(req.sequence), req.source, config=self.config,
                     last_sequence=self.core.last_sequence,
@@ -192,7 +197,12 @@ class TrajectoryServer(Node):
                 waiter = _Waiter(goal_handle)
                 self._waiters[key] = waiter
                 self.core.submit(goal, key)
+                self._submitted.add(key)
         except TrajectoryError as exc:
+            if exc.code == 'CANCELED':
+                self._finish_canceled(goal_handle)
+                return ExecuteTrajectory.Result(error_code=CODES['CANCELED'],
+                                                error_string=f'CANCELED: {exc}')
             self.get_logger().warning(f'goal sequence {req.sequence} from '
                                       f'{req.source or "?"} refused: {exc.code}: {exc}')
             with self._lock:
@@ -213,20 +223,26 @@ class TrajectoryServer(Node):
             if out.code == 'SUCCESSFUL':
                 goal_handle.succeed()
             elif out.code == 'CANCELED':
-                # The cancel callback ran already; the server marks the goal CANCELING right
-                # after it returns.
-                deadline = time.monotonic() + 2.0
-                while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
-                    time.sleep(0.0005)
-                if goal_handle.is_cancel_requested:
-                    goal_handle.canceled()
-                else:
-                    goal_handle.abort()
+                self._finish_canceled(goal_handle)
             else:
                 goal_handle.abort()
         except Exception as exc:  # noqa: BLE001 - shutdown races; the result is still returned
             self.get_logger().debug(f'could not set the goal state: {exc}')
         return result
+
+    def _finish_canceled(self, goal_handle) -> None:  # noqa: ANN001
+        # The cancel callback ran already; the action server marks the goal CANCELING right
+        # after it returns, and only then may the goal end CANCELED.
+        deadline = time.monotonic() + 2.0
+        while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        try:
+            if goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            else:
+                goal_handle.abort()
+        except Exception as exc:  # noqa: BLE001 - shutdown races; the result is still returned
+            self.get_logger().debug(f'could not set the goal state: {exc}')
 
     def _on_cancel(self, goal_handle) -> CancelResponse:  # noqa: ANN001
         key = bytes(goal_handle.goal_id.uuid)
@@ -239,6 +255,10 @@ class TrajectoryServer(Node):
                 # acknowledged, not at the next tick.
                 self._command_pub.publish(self._forward_msg(
                     now, self.get_clock().now().nanoseconds * 1e-9))
+            if not ok and key not in self._submitted:
+                # Its execute callback has not run yet: it will end CANCELED without moving.
+                self._early_cancel.add(key)
+                ok = True
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
         return CancelResponse.ACCEPT if ok else CancelResponse.REJECT
@@ -246,6 +266,7 @@ class TrajectoryServer(Node):
     def _dispatch(self, outcomes: list[Outcome]) -> None:
         for out in outcomes:
             waiter = self._waiters.pop(out.key, None)
+            self._submitted.discard(out.key)
             if out.code not in ('SUCCESSFUL', 'PREEMPTED', 'CANCELED'):
                 self.get_logger().warning(f'goal sequence {out.sequence} ended {out.code}: '
                                           f'{out.message}')

@@ -8,7 +8,7 @@ from __future__ import annotations
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
-from rclpy.action import ActionClient
+from rclpy.action import ActionClient, CancelResponse
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -93,7 +93,9 @@ class Rig:
         return [m for m in self.commanded.snapshot() if time_to_sec(m.header.stamp) > stamp]
 
 
-def _assert_continuous(msgs, vmax=VMAX, period=None):
+def _assert_continuous(msgs, vmax=VMAX):
+    if len(msgs) < 2:
+        return
     pos = np.array([m.position for m in msgs])
     ts = np.array([time_to_sec(m.header.stamp) for m in msgs])
     dt = np.diff(ts)
@@ -295,3 +297,48 @@ def test_cancel_forwards_the_hold_to_a_trajectory_controller(ros_graph):
     wait_until(lambda: rig.server.core.measured is not None and
                np.allclose(rig.server.core.measured.positions, q, atol=1e-3), 5.0,
                f'sim at the hold {q}: {rig.server.core.measured.positions}')
+
+
+def test_cancel_right_after_acceptance_never_moves_the_robot(ros_graph):
+    rig = Rig(ros_graph, server={'control_rate': 200.0})
+    assert rig.run(rig.goal([0.2], [[0.0] * 3])).error_code == R.SUCCESSFUL
+    for rep in range(50):
+        t_sent = rig.now()
+        handle = rig.send(rig.goal([0.5], [[0.3 if rep % 2 else -0.3] * 3]))
+        handle.cancel_goal_async()  # at once: the execute callback may not have run yet
+        res = rig.result(handle)
+        t_result = rig.now()
+        assert res.error_code == R.CANCELED, (rep, res.error_string)
+        wait_until(lambda t=t_result: len(rig.commanded_since(t)) >= 2, 5.0, 'hold setpoints')
+        after = rig.commanded_since(t_result)
+        assert all(list(m.position) == list(after[0].position) for m in after), rep
+        _assert_continuous(sorted(rig.commanded_since(t_sent)[1:],
+                                  key=lambda m: time_to_sec(m.header.stamp)))
+
+
+class _FakeHandle:
+    """Stands in for a ServerGoalHandle to force the cancel-before-execute ordering."""
+
+    def __init__(self, goal):
+        self.goal_id = type('Id', (), {'uuid': bytes(range(16))})()
+        self.request = goal
+        self.is_cancel_requested = True
+        self.ended = None
+
+    def canceled(self):
+        self.ended = 'canceled'
+
+    def abort(self):
+        self.ended = 'aborted'
+
+    def succeed(self):
+        self.ended = 'succeeded'
+
+
+def test_cancel_that_arrives_before_the_execute_callback_is_honoured(ros_graph):
+    rig = Rig(ros_graph)
+    handle = _FakeHandle(rig.goal([0.5], [[0.3] * 3]))
+    assert rig.server._on_cancel(handle) == CancelResponse.ACCEPT
+    res = rig.server._execute(handle)
+    assert res.error_code == R.CANCELED and handle.ended == 'canceled'
+    assert rig.server.core.active_sequence is None and rig.server.core.state == 'idle'
