@@ -87,6 +87,10 @@ class Verdict:
     check_duration: float = 0.0
     ee_frames: tuple[str, ...] = ()
     ee_paths: np.ndarray | None = None
+    #: Stage that decided: for a rejection (or a confirmation) the stage whose checks found
+    #: it ('cartesian', 'ik', 'joint'; the node may say 'node' for deadman/e-stop/...), for an
+    #: acceptance the last stage run ('joint'). See core/cartesian.py.
+    stage: str = 'joint'
 
     @property
     def accepted(self) -> bool:
@@ -704,3 +708,64 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
             out.mask('ee_soft_translation', beyond_soft, dist, soft, frames, 0,
                      '{v:.4g} m from the measured pose (soft limit {lim:.4g}: needs '
                      'confirmation)', soft=True)
+
+
+def ee_pose_path_checks(trans: np.ndarray, rots: np.ndarray, frames: Sequence[str],
+                        config: GateConfig, measured_first: bool) -> list[Violation]:
+    """The end-effector checks on given pose paths (the Cartesian stage of the gate).
+
+    Same checks, names, limits and switches as the end-effector part of :func:`check` (which
+    computes its paths by forward kinematics of the joint chunk): ``ee_rotation_jump``,
+    ``ee_translation_jump``, ``ee_workspace``, ``ee_hard_translation`` and (soft)
+    ``ee_soft_translation``.
+
+    Args:
+        trans: (F, M, 3) positions in the base frame.
+        rots: (F, M, 3, 3) orientations.
+        frames: the F frame names (violation subjects).
+        config: limits and disabled checks.
+        measured_first: row 0 of each path is the measured pose (then chunk point k is row
+            k + 1 and the soft/hard translation limits apply from row 0).
+
+    Returns:
+        Every violation found, point indices in the chunk's numbering.
+    """
+    out = _Collector()
+    offset = 0 if measured_first else 1
+    if trans.shape[1] >= 2:
+        if config.enabled('ee_rotation_jump'):
+            ang = rotation_angles(rots[:, :-1], rots[:, 1:]).T
+            lm = np.full(ang.shape, config.ee_max_rotation_step)
+            out.mask('ee_rotation_jump', ang > lm, ang, lm, frames, offset,
+                     'rotates {v:.6g} rad from the previous pose (max {lim:.6g})')
+        if config.enabled('ee_translation_jump'):
+            jump = np.linalg.norm(np.diff(trans, axis=1), axis=2).T
+            lm = np.full(jump.shape, config.ee_max_translation_step)
+            out.mask('ee_translation_jump', jump > lm, jump, lm, frames, offset,
+                     'moves {v:.6g} m from the previous pose (max {lim:.6g})')
+    pts = trans[:, 1:] if measured_first else trans
+    if config.enabled('ee_workspace') and config.workspace_configured:
+        wmin = np.array(config.ee_workspace_min)
+        wmax = np.array(config.ee_workspace_max)
+        outside = (pts < wmin) | (pts > wmax)
+        for f, i, ax in zip(*np.nonzero(outside), strict=True):
+            v = float(pts[f, i, ax])
+            limit = float(wmin[ax] if v < wmin[ax] else wmax[ax])
+            out.one('ee_workspace', frames[f], int(i), v, limit,
+                    f"ee_workspace: '{frames[f]}' at point {int(i)}: {'xyz'[ax]} = "
+                    f'{v:.4g} m is outside [{wmin[ax]:.4g}, {wmax[ax]:.4g}]')
+    if measured_first:
+        dist = np.linalg.norm(pts - trans[:, :1], axis=2).T
+        hard = np.full(dist.shape, config.ee_hard_translation)
+        soft = np.full(dist.shape, config.ee_soft_translation)
+        if config.enabled('ee_hard_translation'):
+            out.mask('ee_hard_translation', dist > hard, dist, hard, frames, 0,
+                     '{v:.4g} m from the measured pose (hard limit {lim:.4g})')
+        beyond_soft = dist > soft
+        if config.enabled('ee_hard_translation'):
+            beyond_soft &= dist <= hard
+        if config.enabled('ee_soft_translation'):
+            out.mask('ee_soft_translation', beyond_soft, dist, soft, frames, 0,
+                     '{v:.4g} m from the measured pose (soft limit {lim:.4g}: needs '
+                     'confirmation)', soft=True)
+    return out.items
