@@ -151,6 +151,19 @@ class Player:
                             f'x{self.opts.rate:g}{loop}  {self.published} msgs ')
         self.progress.flush()
 
+    def _flush(self, timeout: float = 5.0) -> None:
+        """Wait until reliable subscribers acknowledged everything (the process may exit
+        right after the last publish, which would otherwise drop the tail)."""
+        from rclpy.duration import Duration
+        deadline = time.monotonic() + timeout
+        for pub in self.publishers.values():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                return
+            wait = getattr(pub, 'wait_for_all_acked', None)
+            if wait is not None:
+                wait(Duration(nanoseconds=int(left * 1e9)))
+
     def _run(self) -> None:
         try:
             with BagReader(self.bag) as reader:
@@ -171,6 +184,7 @@ class Player:
                         break
                 if self.progress is not None:
                     self._bar(self.schedule.length, 0)
+            self._flush()
         except BaseException as exc:  # noqa: BLE001 - reported by the caller
             self.error = exc
         finally:
