@@ -27,6 +27,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_ros.core.cartesian import cartesian_config_from_params, check_cartesian
 from egoroll_ros.core.gate import (
     OPTIONAL_CHECKS,
     WHOLE_CHUNK,
@@ -37,11 +38,14 @@ from egoroll_ros.core.gate import (
     config_from_params,
     prepare,
 )
+from egoroll_ros.core.ik import IkParams
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import ConfigError, RobotModelError, TrajectoryError
 from egoroll_ros.ros.convert import (
+    cartesian_chunk_from_msg,
     chunk_from_msg,
+    is_cartesian,
     joint_state_from_msg,
     sec_to_time,
     trajectory_to_msg,
@@ -51,6 +55,7 @@ from egoroll_ros.ros.params import Param, declare_params
 from egoroll_ros.ros.runner import run_node
 
 _D = GateConfig(joints=('_',))   # defaults of the core, shown in the parameter specs
+_IK = IkParams()
 
 PARAMS = [
     Param('joints', 'str[]', None, 'the controlled joints, in order', read_only=True),
@@ -108,6 +113,25 @@ PARAMS = [
           'beyond which a chunk is rejected', min=0.0, read_only=True),
     Param('disabled_checks', 'str[]', [], 'checks turned OFF (logged as a warning, shown in '
           'diagnostics); one of: ' + ', '.join(OPTIONAL_CHECKS), read_only=True),
+    Param('cartesian_arms', 'str[]', [], 'arms that accept Cartesian chunks (end-effector '
+          'poses, solved by IK here); empty: Cartesian chunks are rejected', read_only=True),
+    Param('cartesian_ee_frames', 'str[]', [], 'end-effector frame of each cartesian_arms entry',
+          read_only=True),
+    Param('cartesian_gripper_joints', 'str[]', [], "gripper joint of each arm ('' for none), "
+          'or empty for none at all', read_only=True),
+    Param('ik_position_tolerance', float, _IK.position_tolerance, 'm, IK converged when the '
+          'position error is at most this', min=0.0, read_only=True),
+    Param('ik_rotation_tolerance', float, _IK.rotation_tolerance, 'rad, IK converged when the '
+          'rotation error is at most this', min=0.0, read_only=True),
+    Param('ik_max_iterations', int, _IK.max_iterations, 'IK iterations per point', min=1,
+          read_only=True),
+    Param('ik_damping', float, _IK.damping, 'damped least squares lambda^2', min=0.0,
+          read_only=True),
+    Param('ik_max_iteration_step', float, _IK.max_iteration_step, 'rad (m), largest joint '
+          'change in one IK iteration', min=0.0, read_only=True),
+    Param('ik_max_joint_jump', float, _IK.max_joint_jump, 'rad (m), largest joint change '
+          'between consecutive IK solutions; more is a branch flip (rejected)', min=0.0,
+          read_only=True),
     Param('on_reject', str, 'hold', 'hold: cancel the running goal and latch a fault until '
           'safety/reset; skip: drop the chunk and let the running goal finish',
           choices=('hold', 'skip'), read_only=True),
@@ -148,6 +172,7 @@ class SafetyGate(Node):
         p = declare_params(self, PARAMS)
         self.p = p
         self.config = _config_from(p)
+        self.cartesian_config = cartesian_config_from_params(p)
         self._lock = threading.RLock()
         self._model: RobotModel | None = None
         self._model_error = 'no robot model received yet (robot_description)'
@@ -317,7 +342,26 @@ class SafetyGate(Node):
         now = self.get_clock().now().nanoseconds * 1e-9
         return check(chunk, js, model, self.config, now=now, steady_now=time.monotonic())
 
+    def _on_cartesian_chunk(self, msg: ActionChunk) -> None:
+        """Cartesian checks, IK, joint checks; the IK joint chunk is what may be forwarded."""
+        try:
+            cchunk = cartesian_chunk_from_msg(msg)
+        except TrajectoryError as exc:
+            verdict = Verdict([Violation('structure', '', WHOLE_CHUNK, math.nan, math.nan,
+                                         f'structure: {exc}')], stage='cartesian')
+            self._decide(msg, None, verdict)
+            return
+        with self._lock:
+            model, js = self._model, self._js
+        now = self.get_clock().now().nanoseconds * 1e-9
+        outcome = check_cartesian(cchunk, js, model, self.config, self.cartesian_config,
+                                  now=now, steady_now=time.monotonic())
+        self._decide(msg, outcome.joint_chunk, outcome.verdict)
+
     def _on_chunk(self, msg: ActionChunk) -> None:
+        if is_cartesian(msg):
+            self._on_cartesian_chunk(msg)
+            return
         try:
             chunk = chunk_from_msg(msg)
         except TrajectoryError as exc:
@@ -347,7 +391,7 @@ class SafetyGate(Node):
                 blocking = self._blocking(int(msg.sequence))
                 verdict.violations.extend(blocking)
                 if blocking:
-                    pass
+                    verdict.stage = 'node'
                 elif verdict.needs_confirmation:
                     self._stats['needs_confirmation'] += 1
                     self._pending = (chunk, time.monotonic() + self.p['confirm_timeout'])

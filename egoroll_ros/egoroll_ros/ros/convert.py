@@ -160,6 +160,76 @@ def verdict_to_msg(verdict: object, chunk_msg: ActionChunk, stamp: Time, forward
                                    value=v.value, limit=v.limit, message=v.message)
                       for v in verdict.violations]
     out.check_duration = float(verdict.check_duration)
+    out.stage = str(getattr(verdict, 'stage', ''))
+    out.action_space = int(getattr(chunk_msg, 'action_space', 0))
     out.summary = note + verdict.summary + (' (forwarded)' if forwarded else '') + \
         (' (shadow)' if chunk_msg.shadow else '')
     return out
+
+
+def is_cartesian(msg: ActionChunk) -> bool:
+    """Whether an ActionChunk carries Cartesian targets (``action_space == CARTESIAN``)."""
+    return int(msg.action_space) == ActionChunk.ACTION_SPACE_CARTESIAN
+
+
+def cartesian_chunk_from_msg(msg: ActionChunk) -> object:
+    """Convert a Cartesian ActionChunk to :class:`~egoroll_ros.core.cartesian.CartesianChunk`.
+
+    Times come from ``trajectory.points[i].time_from_start``; a point that carries joint
+    positions, or named joints, is malformed in a Cartesian chunk.
+
+    Raises:
+        TrajectoryError: ``SIZE_MISMATCH`` (joint data in a Cartesian chunk).
+    """
+    from egoroll_ros.core.cartesian import CartesianArmTarget, CartesianChunk
+
+    if msg.trajectory.joint_names or any(len(p.positions) for p in msg.trajectory.points):
+        raise TrajectoryError('SIZE_MISMATCH', 'a Cartesian chunk must carry no joint names '
+                              'and no joint positions (times only)')
+    stamp = time_to_sec(msg.header.stamp)
+    times = np.array([time_to_sec(p.time_from_start) for p in msg.trajectory.points], float)
+    arms = []
+    for a in msg.cartesian:
+        pos = np.array([[p.position.x, p.position.y, p.position.z] for p in a.poses],
+                       dtype=float).reshape(-1, 3)
+        quat = np.array([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w]
+                         for p in a.poses], dtype=float).reshape(-1, 4)
+        arms.append(CartesianArmTarget(a.arm, a.ee_frame, a.reference_frame, pos, quat,
+                                       np.asarray(a.gripper, dtype=float)))
+    return CartesianChunk(sequence=int(msg.sequence), policy_id=msg.policy_id, stamp=stamp,
+                          times=times, arms=tuple(arms), shadow=bool(msg.shadow),
+                          inference_latency=float(msg.inference_latency))
+
+
+def cartesian_chunk_to_msg(chunk: object, frame_id: str = '') -> ActionChunk:
+    """Convert a :class:`~egoroll_ros.core.cartesian.CartesianChunk` to an ActionChunk."""
+    from geometry_msgs.msg import Pose
+
+    from egoroll_interfaces.msg import CartesianArmTrajectory
+
+    msg = ActionChunk()
+    msg.header.stamp = sec_to_time(chunk.stamp)
+    msg.header.frame_id = frame_id
+    msg.sequence = int(chunk.sequence)
+    msg.policy_id = chunk.policy_id
+    msg.inference_latency = float(chunk.inference_latency)
+    msg.shadow = bool(chunk.shadow)
+    msg.action_space = ActionChunk.ACTION_SPACE_CARTESIAN
+    msg.trajectory.header.stamp = msg.header.stamp
+    msg.trajectory.points = [JointTrajectoryPoint(time_from_start=sec_to_duration(float(t)))
+                             for t in chunk.times]
+    for a in chunk.arms:
+        arm = CartesianArmTrajectory(arm=a.arm, ee_frame=a.ee_frame,
+                                     reference_frame=a.reference_frame)
+        poses = []
+        for p, q in zip(np.asarray(a.positions, float), np.asarray(a.quaternions, float),
+                        strict=True):
+            pose = Pose()
+            pose.position.x, pose.position.y, pose.position.z = (float(v) for v in p)
+            (pose.orientation.x, pose.orientation.y, pose.orientation.z,
+             pose.orientation.w) = (float(v) for v in q)
+            poses.append(pose)
+        arm.poses = poses
+        arm.gripper = [float(g) for g in np.asarray(a.gripper, float)]
+        msg.cartesian.append(arm)
+    return msg
