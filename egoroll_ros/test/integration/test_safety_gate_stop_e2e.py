@@ -1,0 +1,347 @@
+"""Stop paths end to end over real DDS: installed safety_gate, trajectory_server and sim_robot.
+
+One set of processes for the whole module (start-up costs seconds on a loaded machine); each
+test first brings the graph back to a known state (faults off, deadman held, e-stop released,
+``safety/reset``, arm at rest) and uses sequences that only ever increase.
+
+While a long accepted chunk executes, an e-stop press, a deadman release and stale joint_states
+each cancel it: the goal ends CANCELED (the executor's own stale-state abort would be ABORTED:
+its ``state_timeout`` is set well above the gate's ``max_joint_state_age``), executor/commanded
+repeats one setpoint (holds) from then on, and joint_states settle short of the chunk's end.
+The measured time from the stop input to the first repeated setpoint is printed (run with
+``-s``); it includes the DDS trip back to the test, so it is an upper bound. Shadow and
+out-of-order chunks never produce a goal.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+from action_msgs.msg import GoalStatus, GoalStatusArray
+from diagnostic_msgs.msg import DiagnosticArray, KeyValue
+import numpy as np
+import pytest
+from rclpy.parameter import Parameter
+from rclpy.parameter_client import AsyncParameterClient
+from rclpy.qos import qos_profile_action_status_default, qos_profile_sensor_data
+from sensor_msgs.msg import JointState, Joy
+from std_srvs.srv import Trigger
+
+from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_ros.core.types import Chunk, JointTrajectoryData
+from egoroll_ros.ros.convert import chunk_to_msg
+from egoroll_ros.testing import ProcessLauncher, RosGraph, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+ARM = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
+       'wrist_pitch', 'wrist_roll', 'gripper']
+START = [0.0, 0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.02]
+ROLL = ARM.index('wrist_roll')   # tool0 lies on its axis: rolling it keeps the tool in place
+DEADMAN_AXIS, ESTOP_BUTTON = 3, 1                     # config/safety_gate.yaml
+LONG_N, LONG_SPEED = 100, 0.4                         # 5 s at 0.4 rad/s: 2 rad of wrist roll
+STOP_BOUND = 2.0                                      # s: generous, shared 2-core machine
+
+
+class Graph:
+    """The three processes, a tester node with a held Quest deadman, and collectors."""
+
+    def __init__(self, ros: RosGraph, launcher: ProcessLauncher) -> None:
+        from ament_index_python.packages import get_package_share_directory
+
+        share = get_package_share_directory('egoroll_ros')
+        urdf = f'{share}/urdf/demo_arm.urdf'
+        vmax = [2.0] * 7 + [0.1]
+        self.ros = ros
+        self.launcher = launcher
+        launcher.start('sim_robot', 'sim_robot', params=dict(
+            joints=ARM, initial_positions=START, max_velocity=vmax, urdf_path=urdf),
+            wait_publishers=['joint_states'], wait_services=['sim_robot/set_parameters'])
+        launcher.start('trajectory_server', 'trajectory_server', params=dict(
+            joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
+            state_timeout=1.0), wait_actions=['execute_trajectory'])
+        launcher.start('safety_gate', 'safety_gate',
+                       params_files=[f'{share}/config/safety_gate.yaml'],
+                       params=dict(urdf_path=urdf, require_deadman=True, joy_timeout=1.0,
+                                   diagnostics_period=0.2),
+                       wait_subscriptions=['policy/chunk', 'quest/joy'],
+                       wait_publishers=['safety/verdict'], wait_services=['safety/reset'])
+        node = ros.node('stop_e2e_tester')
+        self.node = node
+        self.chunk_pub = node.create_publisher(ActionChunk, 'policy/chunk', 10)
+        self.joy_pub = node.create_publisher(Joy, 'quest/joy', 10)
+        self.verdicts = ros.collect(node, GateVerdict, 'safety/verdict')
+        self.states = ros.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
+        self.commanded = ros.collect(node, JointState, 'executor/commanded', 100)
+        self.status = ros.collect(node, GoalStatusArray, 'execute_trajectory/_action/status',
+                                  qos_profile_action_status_default)
+        self.diag = ros.collect(node, DiagnosticArray, '/diagnostics')
+        self.reset = node.create_client(Trigger, 'safety/reset')
+        self.params = AsyncParameterClient(node, 'sim_robot')
+        self.seq = itertools.count(1)
+        self._joy_lock = threading.Lock()
+        self._joy = {'axis': 1.0, 'estop': 0}
+        self._stop = threading.Event()
+        ros.wait_for_subscribers(self.chunk_pub)
+        ros.wait_for_subscribers(self.joy_pub)
+        ros.wait_for_publishers(self.verdicts.subscription)
+        self.states.wait_for(timeout=10.0)
+        assert self.params.wait_for_services(timeout_sec=10.0)
+        self._thread = threading.Thread(target=self._hold_joy, daemon=True)
+        self._thread.start()
+
+    # ---- inputs ----------------------------------------------------------------------------
+    def _hold_joy(self) -> None:
+        while not self._stop.wait(0.02):
+            self.joy()
+
+    def joy(self, axis: float | None = None, estop: int | None = None) -> float:
+        """Change the Quest state (if given), publish it now; return the monotonic time."""
+        with self._joy_lock:
+            if axis is not None:
+                self._joy['axis'] = axis
+            if estop is not None:
+                self._joy['estop'] = estop
+            msg = Joy(axes=[0.0, 0.0, 0.0, self._joy['axis']], buttons=[0, self._joy['estop']])
+            msg.header.stamp = self.node.get_clock().now().to_msg()
+            t = time.monotonic()
+            self.joy_pub.publish(msg)
+        return t
+
+    def set_fault(self, name: str, value: object) -> float:
+        """Set a sim_robot fault parameter; return the monotonic time it took effect by."""
+        fut = self.params.set_parameters([Parameter(f'fault.{name}', value=value)])
+        wait_until(fut.done, 10.0, f'set fault.{name}')
+        assert all(r.successful for r in fut.result().results), fut.result()
+        return time.monotonic()
+
+    def measured(self) -> np.ndarray:
+        msg = self.states.snapshot()[-1]
+        return np.array([msg.position[list(msg.name).index(j)] for j in ARM])
+
+    def send(self, velocity: np.ndarray, n: int, seq: int | None = None,
+             shadow: bool = False) -> tuple[GateVerdict, np.ndarray, int]:
+        """A chunk from the measured state at constant ``velocity``; wait for its verdict."""
+        seq = next(self.seq) if seq is None else seq
+        stamp = self.node.get_clock().now().nanoseconds * 1e-9
+        times = 0.05 * np.arange(1, n + 1)
+        pos = self.measured() + np.outer(times, velocity)
+        start = len(self.verdicts.snapshot())
+        traj = JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp)
+        self.chunk_pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, traj, shadow=shadow)))
+        verdict = self.verdicts.wait_for(lambda v: v.sequence == seq and v.shadow == shadow,
+                                         10.0, start=start)
+        return verdict, pos, seq
+
+    # ---- observations ----------------------------------------------------------------------
+    def goals(self, start: int = 0) -> dict[bytes, int]:
+        """Latest status of every goal seen in status messages from index ``start``."""
+        out: dict[bytes, int] = {}
+        for msg in self.status.snapshot()[start:]:
+            for st in msg.status_list:
+                out[bytes(st.goal_info.goal_id.uuid)] = st.status
+        return out
+
+    def new_goals(self, before: int) -> dict[bytes, int]:
+        """Goals that first appear in status messages from index ``before`` on."""
+        old = _ids(self.status.snapshot()[:before])
+        return {k: v for k, v in self.goals(before).items() if k not in old}
+
+    def settled(self, window: int = 30, tol: float = 1e-4) -> bool:
+        msgs = self.states.snapshot()[-window:]
+        if len(msgs) < window:
+            return False
+        roll = [m.position[list(m.name).index('wrist_roll')] for m in msgs]
+        return max(roll) - min(roll) < tol
+
+    def first_hold_after(self, t0: float) -> tuple[float, np.ndarray] | None:
+        """Receipt time and value of the first executor/commanded setpoint after ``t0`` that
+        repeats the previous one (the executor holds), or None."""
+        with self.commanded._cond:
+            msgs = list(self.commanded.messages)
+            recv = list(self.commanded.received)
+        for k in range(1, len(msgs)):
+            if recv[k] > t0 and recv[k - 1] > t0 and \
+                    list(msgs[k].position) == list(msgs[k - 1].position):
+                return recv[k], np.array(msgs[k].position)
+        return None
+
+    def assert_holds(self, value: np.ndarray, count: int = 60) -> None:
+        """The next ``count`` setpoints (0.3 s at 200 Hz) all equal ``value``."""
+        start = len(self.commanded.snapshot())
+        msgs = self.commanded.wait_count(start + count, 10.0)[start:]
+        for m in msgs:
+            np.testing.assert_array_equal(np.array(m.position), value)
+
+    # ---- set-up ------------------------------------------------------------------------------
+    def ready(self) -> None:
+        """Faults off, deadman held, e-stop released and reset, arm at rest."""
+        self.set_fault('drop_fraction', 0.0)
+        self.joy(axis=1.0, estop=0)
+        assert self.reset.wait_for_service(timeout_sec=5.0)
+
+        def reset_ok() -> bool:
+            fut = self.reset.call_async(Trigger.Request())
+            wait_until(fut.done, 5.0, 'safety/reset')
+            return fut.result().success
+
+        wait_until(reset_ok, 10.0, 'safety/reset succeeds (e-stop released)', interval=0.1)
+        start = len(self.diag.snapshot())
+        self.diag.wait_for(lambda d: any(
+            'safety gate' in st.name and st.message == 'ok'
+            and KeyValue(key='deadman_held', value='True') in st.values
+            and KeyValue(key='executor_ready', value='True') in st.values
+            for st in d.status), timeout=15.0, start=start)
+        n = len(self.states.snapshot())
+        self.states.wait_count(n + 30, 10.0)
+        wait_until(self.settled, 15.0, 'arm at rest')
+
+    def start_long_chunk(self) -> tuple[np.ndarray, bytes]:
+        """Send a 5 s wrist-roll chunk, wait until it executes and moves; return its points
+        and goal id."""
+        q0 = self.measured()
+        direction = -1.0 if q0[ROLL] > 0.0 else 1.0          # stay near the start
+        velocity = np.zeros(len(ARM))
+        velocity[ROLL] = direction * LONG_SPEED
+        before = len(self.status.snapshot())
+        verdict, pos, _ = self.send(velocity, LONG_N)
+        assert verdict.accepted and verdict.forwarded, verdict.summary
+        goal = wait_until(lambda: [k for k, s in self.new_goals(before).items()
+                                   if s == GoalStatus.STATUS_EXECUTING], 10.0,
+                          'the long chunk executes')
+        assert len(goal) == 1
+        wait_until(lambda: abs(self.measured()[ROLL] - q0[ROLL]) > 0.1, 10.0, 'arm moving')
+        return pos, goal[0]
+
+    def assert_stopped(self, t_stop: float, goal: bytes, pos: np.ndarray, what: str) -> float:
+        """The goal ends CANCELED, commanded holds, joint_states settle short of the end.
+
+        Returns:
+            seconds from ``t_stop`` to the first repeated (held) setpoint.
+        """
+        wait_until(lambda: self.goals().get(goal) == GoalStatus.STATUS_CANCELED, 10.0,
+                   f'{what}: the running goal is canceled')
+        held = wait_until(lambda: self.first_hold_after(t_stop), 10.0,
+                          f'{what}: executor/commanded holds')
+        latency = held[0] - t_stop
+        self.assert_holds(held[1])
+        return latency
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+
+def _ids(msgs: list) -> set[bytes]:
+    return {bytes(st.goal_info.goal_id.uuid) for m in msgs for st in m.status_list}
+
+
+@pytest.fixture(scope='module')
+def graph(tmp_path_factory):
+    ros = RosGraph()
+    launcher = ProcessLauncher(ros.node('egoroll_test_probe'),
+                               tmp_path_factory.mktemp('stop_e2e_nodes'))
+    g = None
+    try:
+        g = Graph(ros, launcher)
+        yield g
+    finally:
+        if g is not None:
+            g.close()
+        launcher.stop_all()
+        ros.close()
+
+
+@pytest.fixture
+def e2e(graph, request):
+    graph.ready()
+    yield graph
+    failed = any(getattr(request.node, f'rep_{w}', None) is not None
+                 and getattr(request.node, f'rep_{w}').failed for w in ('setup', 'call'))
+    if failed:
+        print('\n===== logs of the node processes (module-wide) =====')
+        print(graph.launcher.logs())
+
+
+def _check_stop(g: Graph, t_stop: float, goal: bytes, pos: np.ndarray, what: str) -> float:
+    latency = g.assert_stopped(t_stop, goal, pos, what)
+    print(f'\n{what}: input -> first held setpoint {latency * 1e3:.1f} ms')
+    assert latency < STOP_BOUND, latency
+    return latency
+
+
+def test_estop_cancels_the_running_chunk_and_the_arm_holds(e2e):
+    pos, goal = e2e.start_long_chunk()
+    t_stop = e2e.joy(estop=1)
+    _check_stop(e2e, t_stop, goal, pos, 'e-stop')
+    wait_until(e2e.settled, 10.0, 'joint_states settle')
+    assert abs(e2e.measured()[ROLL] - pos[-1, ROLL]) > 0.5     # stopped well short of the end
+    verdict, _, _ = e2e.send(np.zeros(len(ARM)), 10)            # latched until reset
+    assert not verdict.forwarded and 'estop' in {v.check for v in verdict.violations}
+
+
+def test_deadman_release_cancels_the_running_chunk_and_the_arm_holds(e2e):
+    pos, goal = e2e.start_long_chunk()
+    t_stop = e2e.joy(axis=0.0)
+    _check_stop(e2e, t_stop, goal, pos, 'deadman release')
+    wait_until(e2e.settled, 10.0, 'joint_states settle')
+    assert abs(e2e.measured()[ROLL] - pos[-1, ROLL]) > 0.5
+    verdict, _, _ = e2e.send(np.zeros(len(ARM)), 10)
+    assert not verdict.forwarded and 'deadman' in {v.check for v in verdict.violations}
+
+
+def test_stale_joint_states_make_the_gate_reject_and_cancel(e2e):
+    pos, goal = e2e.start_long_chunk()
+    try:
+        t_stop = e2e.set_fault('drop_fraction', 1.0)   # sim_robot publishes no joint_states
+        _check_stop(e2e, t_stop, goal, pos, 'stale joint_states')
+        verdict, _, _ = e2e.send(np.zeros(len(ARM)), 10)
+        assert not verdict.forwarded
+        assert [v.check for v in verdict.violations] == ['joint_state'], verdict.summary
+    finally:
+        e2e.set_fault('drop_fraction', 0.0)
+    n = len(e2e.states.snapshot())
+    e2e.states.wait_count(n + 30, 10.0)
+    wait_until(e2e.settled, 10.0, 'joint_states settle')
+    assert abs(e2e.measured()[ROLL] - pos[-1, ROLL]) > 0.5
+
+
+def test_shadow_chunk_never_produces_a_goal(e2e):
+    before = len(e2e.status.snapshot())
+    setpoints = e2e.commanded.snapshot()        # none before the executor's first goal
+    velocity = np.zeros(len(ARM))
+    velocity[ROLL] = LONG_SPEED
+    verdict, _, _ = e2e.send(velocity, 40, shadow=True)
+    assert verdict.accepted and verdict.shadow and not verdict.forwarded, verdict.summary
+    if setpoints:                                       # executor/commanded does not move
+        e2e.assert_holds(np.array(setpoints[-1].position))
+    else:
+        n = len(e2e.states.snapshot())
+        e2e.states.wait_count(n + 50, 10.0)             # 0.5 s of joint_states: no setpoint
+        assert e2e.commanded.snapshot() == []
+    assert e2e.settled()
+    # Positive sync: a live chunk after it is the only new goal.
+    live, _, _ = e2e.send(velocity * 0.25, 10)
+    assert live.forwarded, live.summary
+    wait_until(lambda: GoalStatus.STATUS_SUCCEEDED in e2e.new_goals(before).values(), 10.0,
+               'the live chunk runs to the end')
+    assert len(e2e.new_goals(before)) == 1
+
+
+def test_out_of_order_chunk_is_dropped_and_never_reaches_the_executor(e2e):
+    pos, goal = e2e.start_long_chunk()
+    before = len(e2e.status.snapshot())
+    current = next(e2e.seq)                             # the long chunk's is current - 1
+    velocity = np.zeros(len(ARM))
+    velocity[ROLL] = 0.05
+    old, _, _ = e2e.send(velocity, 10, seq=current - 2)
+    assert not old.forwarded
+    assert [v.check for v in old.violations] == ['old_sequence'], old.summary
+    assert e2e.goals()[goal] == GoalStatus.STATUS_EXECUTING   # the running goal goes on
+    newer, _, _ = e2e.send(velocity, 10)               # current + 1
+    assert newer.forwarded, newer.summary
+    wait_until(lambda: GoalStatus.STATUS_SUCCEEDED in e2e.new_goals(before).values(), 10.0,
+               'the newer chunk runs to the end')
+    assert len(e2e.new_goals(before)) == 1              # only the newer one became a goal
