@@ -20,7 +20,9 @@ def _cmd_train_demo(args: argparse.Namespace) -> int:
     from egoroll_ros.core.demo_task import demo_urdf_path
     from egoroll_ros.demo.train import DemoTrainingConfig, train_demo_policy
 
-    cfg = DemoTrainingConfig(episodes=args.episodes, steps=args.steps, seed=args.seed)
+    given = {k: v for k, v in (('episodes', args.episodes), ('steps', args.steps),
+                                ('seed', args.seed)) if v is not None}
+    cfg = DemoTrainingConfig(**given)
     manifest = train_demo_policy(args.out, demo_urdf_path(), cfg,
                                  eval_episodes=args.eval_episodes)
     print(f"wrote {args.out} (fingerprint {manifest['fingerprint']})")
@@ -61,9 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser('train-demo', help='record the scripted expert and train the demo '
                            'policy (egoroll_act) on CPU')
     train.add_argument('--out', type=Path, required=True, help='checkpoint directory to write')
-    train.add_argument('--episodes', type=int, default=80, help='expert episodes to record')
-    train.add_argument('--steps', type=int, default=3000, help='training steps')
-    train.add_argument('--seed', type=int, default=0)
+    train.add_argument('--episodes', type=int, default=None,
+                       help='expert episodes to record (default: DemoTrainingConfig)')
+    train.add_argument('--steps', type=int, default=None,
+                       help='training steps (default: DemoTrainingConfig)')
+    train.add_argument('--seed', type=int, default=None, help='seed (default 0)')
     train.add_argument('--eval-episodes', type=int, default=10,
                        help='offline closed-loop evaluation episodes (0: none)')
     train.set_defaults(func=_cmd_train_demo)

@@ -159,6 +159,7 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
                 break
             time.sleep(0.25)
         print(file=out)
+        sup.stopping = True
         ok, msg = sup.call('stop')
         if not ok:
             print(f'stop failed: {msg}', file=out)

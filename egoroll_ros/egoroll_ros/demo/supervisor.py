@@ -54,6 +54,9 @@ class DemoSupervisor(Node):
         self._target_timeout = target_timeout
         self._deadman_axis = deadman_axis
         self.t0: float | None = None
+        #: Set when the rollout is being stopped: the executor then times out the last goal
+        #: (COMMAND_TIMEOUT) by design, which is not a failure of the run.
+        self.stopping = False
         self.q: np.ndarray | None = None
         self.status: RolloutStatus | None = None
         self.tool_distance = float('nan')
@@ -214,7 +217,9 @@ class DemoSupervisor(Node):
                         self.log.gate_faults.append(state)
                 elif status.name.endswith('executor'):
                     err = values.get('last_error', '')
-                    if err and err not in self.log.executor_errors and self.t0 is not None:
+                    expected = self.stopping and 'COMMAND_TIMEOUT' in err
+                    if err and not expected and err not in self.log.executor_errors \
+                            and self.t0 is not None:
                         self.log.executor_errors.append(err)
 
     def counts(self) -> tuple[int, int, int, int]:

@@ -46,6 +46,9 @@ class DemoTrainingConfig:
         episodes: expert episodes recorded.
         max_queries: policy queries per episode at most.
         hold_queries: queries recorded after the target is reached (teaches staying there).
+        record_every: record one query in this many (many short-lived targets generalise
+            better than many samples of few targets: the policy must read the target from the
+            image, not remember it).
         points_per_query: chunk points executed between queries (query period / step period:
             0.1 s at 10 Hz over 0.05 s steps = 2).
         lag: fraction of each step the simulated arm lags behind (0 = perfect tracking).
@@ -60,9 +63,10 @@ class DemoTrainingConfig:
         seed: everything random derives from it.
     """
 
-    episodes: int = 80
+    episodes: int = 400
     max_queries: int = 90
     hold_queries: int = 6
+    record_every: int = 3
     points_per_query: int = 2
     lag: float = 0.3
     state_noise: float = 0.01
@@ -133,11 +137,12 @@ def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print) -> Dataset:
         q[-1] = HOME[-1]
         target = workspace.sample(rng)
         hold = None
-        for _ in range(cfg.max_queries):
+        for k in range(cfg.max_queries):
             chunk = expert.chunk(q, target)
-            images.append(observe(renderer, q, target, cfg.policy_image_size))
-            states.append(q.copy())
-            actions.append(chunk.positions.copy())
+            if (k + ep) % cfg.record_every == 0 or hold is not None:
+                images.append(observe(renderer, q, target, cfg.policy_image_size))
+                states.append(q.copy())
+                actions.append(chunk.positions.copy())
             if hold is None and reached(expert.tool_position(q), target):
                 hold = cfg.hold_queries
             if hold is not None:
@@ -146,7 +151,7 @@ def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print) -> Dataset:
                     break
             q = _step(q, chunk.positions, cfg.points_per_query, cfg.lag, cfg.state_noise, rng)
         n_reached += hold is not None
-        if log and (ep + 1) % 10 == 0:
+        if log and (ep + 1) % 50 == 0:
             log(f'recorded {ep + 1}/{cfg.episodes} episodes, {len(states)} samples, '
                 f'{n_reached} reached')
     return Dataset(np.stack(images), np.stack(states), np.stack(actions), n_reached,

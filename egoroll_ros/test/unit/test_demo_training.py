@@ -1,4 +1,4 @@
-"""Demo policy training: deterministic demonstrations, and the shipped policy matches its manifest."""
+"""Demo policy training: deterministic demonstrations; the shipped policy matches its manifest."""
 
 import json
 from pathlib import Path
@@ -8,8 +8,13 @@ import numpy as np
 import pytest
 
 from egoroll_ros.core.demo_task import DEMO_JOINTS, demo_urdf_path
-from egoroll_ros.demo.train import (MANIFEST, DemoTrainingConfig, collect, sha256_file,
-                                    train_demo_policy)
+from egoroll_ros.demo.train import (
+    MANIFEST,
+    DemoTrainingConfig,
+    collect,
+    sha256_file,
+    train_demo_policy,
+)
 from egoroll_ros.policies.act import ActPolicy, checkpoint_fingerprint
 
 SHIPPED = Path(get_package_share_directory('egoroll_ros')) / 'policies' / 'demo'
