@@ -48,6 +48,7 @@ setup(
             'egoroll_act = egoroll_ros.policies.act:ActPolicy',
             'isolated = egoroll_ros.policies.isolated:IsolatedPolicy',
             'lerobot = egoroll_ros.policies.lerobot:LeRobotPolicy',
+            'scripted_cartesian = egoroll_ros.policies.scripted_cartesian:ScriptedCartesianPolicy',
         ],
     },
 )

@@ -4,6 +4,13 @@ One place for: validating the node's policy configuration (:func:`setup_from_par
 and checking the checkpoint against it (:func:`load_configured_policy`), turning a policy
 output into the chunk positions that are published (:func:`predict_positions`) and into a
 :class:`~egoroll_ros.core.types.Chunk` (:func:`make_chunk`). No rclpy import.
+
+Cartesian policies (``PolicyMetadata.action_space == 'cartesian'``): :class:`CartesianRuntime`
+holds the ONE :class:`~egoroll_ros.core.frames.CartesianCodec` (layout, frame convention,
+camera frame pose) through which the policy's output is decoded into base-frame targets
+(:func:`predict_cartesian`, :func:`make_cartesian_chunk`) and, when the policy takes
+end-effector poses as state, the measured poses (FK of joint_states) are encoded. No IK here:
+the safety gate solves it.
 """
 
 from __future__ import annotations
@@ -15,6 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from egoroll_ros.core.frames import (
+    ArmPoses,
+    CartesianCodec,
+    FrameConvention,
+    matrix_to_quat,
+    quat_to_matrix,
+)
 from egoroll_ros.core.observation import (
     CameraConfig,
     ObservationBuilder,
@@ -22,15 +36,36 @@ from egoroll_ros.core.observation import (
     unwrap_continuous,
 )
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
-from egoroll_ros.errors import CheckpointError, ConfigError
+from egoroll_ros.errors import CheckpointError, ConfigError, RobotModelError
 from egoroll_ros.policies.base import (
+    CartesianSupply,
     Observation,
     Policy,
+    PolicyError,
     PolicyMetadata,
     check_chunk,
     load_backend,
     validate_metadata,
 )
+
+
+@dataclass(frozen=True)
+class CartesianParams:
+    """The validated ``cartesian.*`` and ``urdf_path`` parameters of a policy node.
+
+    Attributes:
+        arms, ee_frames, gripper_joints: per configured arm ('' gripper: none).
+        urdf_path: URDF file (``package://pkg/...`` resolved) for FK and fixed camera frames.
+        camera_poses: configured frame -> (rotation 3x3, translation 3) in the base frame.
+        convention: the configured frame convention, None when left at the defaults.
+    """
+
+    arms: tuple[str, ...]
+    ee_frames: tuple[str, ...]
+    gripper_joints: tuple[str, ...]
+    urdf_path: str
+    camera_poses: dict[str, tuple[np.ndarray, np.ndarray]]
+    convention: FrameConvention | None = None
 
 
 @dataclass(frozen=True)
@@ -42,12 +77,78 @@ class PolicySetup:
         continuous_columns: columns of the continuous joints (unwrapped).
         cameras: configured cameras.
         quest: Joy axes of grip and trigger.
+        cartesian: the Cartesian configuration (None: no ``cartesian.arms``, so a Cartesian
+            policy is refused).
     """
 
     joints: tuple[str, ...]
     continuous_columns: tuple[int, ...]
     cameras: tuple[CameraConfig, ...]
     quest: Quest
+    cartesian: CartesianParams | None = None
+
+
+def resolve_path(path: str) -> str:
+    """``package://<package>/<rest>`` -> the installed share directory's file; else as is.
+
+    Raises:
+        ConfigError: the package is not installed.
+    """
+    if not path.startswith('package://'):
+        return path
+    pkg, _, rest = path[len('package://'):].partition('/')
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        return f'{get_package_share_directory(pkg)}/{rest}'
+    except (ImportError, LookupError) as exc:
+        raise ConfigError(f"'{path}': package '{pkg}' not found ({exc})") from None
+
+
+_CONVENTION_KEYS = ('reference_rotation', 'reference_translation', 'ee_rotation',
+                    'ee_translation', 'gripper_scale', 'gripper_offset')
+
+
+def _cartesian_params(p: Mapping[str, Any], joints: tuple[str, ...]) -> CartesianParams | None:
+    arms = tuple(p.get('cartesian.arms') or ())
+    if not arms:
+        return None
+    if len(set(arms)) != len(arms) or not all(arms):
+        raise ConfigError("parameter 'cartesian.arms': names must be unique and non-empty")
+    frames = tuple(p.get('cartesian.ee_frames') or ())
+    if len(frames) != len(arms) or not all(frames):
+        raise ConfigError(f"parameter 'cartesian.ee_frames': needs one frame per arm "
+                          f'({len(arms)}), got {len(frames)}')
+    grips = tuple(p.get('cartesian.gripper_joints') or ()) or ('',) * len(arms)
+    if len(grips) != len(arms):
+        raise ConfigError("parameter 'cartesian.gripper_joints': needs one entry per arm ('' "
+                          'for none) or none at all')
+    bad = [g for g in grips if g and g not in joints]
+    if bad:
+        raise ConfigError(f"parameter 'cartesian.gripper_joints': not in 'joints': {bad}")
+    names = tuple(p.get('cartesian.camera_frames') or ())
+    vals = np.asarray(p.get('cartesian.camera_poses') or [], dtype=float)
+    if vals.size != 7 * len(names) or not np.all(np.isfinite(vals)):
+        raise ConfigError(f"parameter 'cartesian.camera_poses': needs 7 finite values (x y z "
+                          f'qx qy qz qw, base frame) per camera frame ({len(names)})')
+    poses = {}
+    for name, v in zip(names, vals.reshape(len(names), 7), strict=True):
+        if abs(np.linalg.norm(v[3:]) - 1.0) > 1e-6:
+            raise ConfigError(f"parameter 'cartesian.camera_poses': the quaternion of "
+                              f"'{name}' is not a unit quaternion")
+        poses[name] = (quat_to_matrix(v[3:]), v[:3].copy())
+    conv = None
+    c = {k: p.get(f'cartesian.convention.{k}') for k in _CONVENTION_KEYS}
+    if any(c[k] for k in _CONVENTION_KEYS[:4]) or c['gripper_scale'] not in (None, 1.0) or \
+            c['gripper_offset'] not in (None, 0.0):
+        kw: dict[str, Any] = {k: np.asarray(c[k], dtype=float) for k in _CONVENTION_KEYS[:4]
+                              if c[k]}
+        kw.update({k: float(c[k]) for k in _CONVENTION_KEYS[4:] if c[k] is not None})
+        try:
+            conv = FrameConvention(**kw)
+        except ConfigError as exc:
+            raise ConfigError(str(exc).replace("'convention.", "'cartesian.convention."))\
+                from None
+    return CartesianParams(arms, frames, grips, str(p.get('urdf_path') or ''), poses, conv)
 
 
 def _cameras(p: Mapping[str, Any]) -> list[CameraConfig]:
@@ -87,7 +188,136 @@ def setup_from_params(p: Mapping[str, Any]) -> PolicySetup:
             raise ConfigError(f"parameter '{key}': needs [left, right]")
     return PolicySetup(joints, tuple(joints.index(j) for j in p['continuous_joints']),
                        tuple(_cameras(p)),
-                       Quest(tuple(p['quest.grip_axes']), tuple(p['quest.trigger_axes'])))
+                       Quest(tuple(p['quest.grip_axes']), tuple(p['quest.trigger_axes'])),
+                       _cartesian_params(p, joints))
+
+
+class CartesianRuntime:
+    """A Cartesian policy's conversions, built once at configure.
+
+    Holds the robot model (for FK of the measured joints and the base frame name), the
+    policy's arms and THE codec (layout + frame convention + pose of the policy's frame in
+    the base frame) used for both the actions and the end-effector pose state.
+
+    Args:
+        meta: the (validated) Cartesian policy metadata.
+        setup: the node setup (``setup.cartesian`` must be set).
+
+    Raises:
+        ConfigError: no URDF, an unreadable one, an ee frame or camera frame the model
+            cannot place (unknown, moving with the joints, defined twice), or an ee frame
+            depending on joints that are not configured.
+    """
+
+    def __init__(self, meta: PolicyMetadata, setup: PolicySetup) -> None:
+        from egoroll_ros.core.robot_model import RobotModel
+
+        cp, spec = setup.cartesian, meta.cartesian
+        if not cp.urdf_path:
+            raise ConfigError("parameter 'urdf_path': a Cartesian policy needs the robot's "
+                              'URDF (forward kinematics, base frame)')
+        try:
+            self.model = RobotModel.from_file(resolve_path(cp.urdf_path))
+        except RobotModelError as exc:
+            raise ConfigError(f"parameter 'urdf_path': {exc}") from None
+        self.spec = spec
+        self.joints = setup.joints
+        self.base_frame = self.model.base_frame
+        self.arm_names = tuple(a.name for a in spec.arms)
+        self.ee_frames = tuple(a.ee_frame for a in spec.arms)
+        grip = dict(zip(cp.arms, cp.gripper_joints, strict=True))
+        self.gripper_columns = tuple(setup.joints.index(grip[a.name]) if grip.get(a.name)
+                                     else -1 for a in spec.arms)
+        try:
+            self._fk = self.model.fk_plan(self.ee_frames, setup.joints)
+        except RobotModelError as exc:
+            raise ConfigError(f"parameter 'cartesian.ee_frames': {exc}") from None
+        frame_r, frame_t = self.frame_pose(spec.frame, cp)
+        self.convention = spec.convention or cp.convention or FrameConvention()
+        self.codec = CartesianCodec([a.layout for a in spec.arms], self.convention,
+                                    frame_r, frame_t)
+
+    def frame_pose(self, frame: str, cp: CartesianParams) -> tuple[np.ndarray, np.ndarray]:
+        """Pose (rotation, translation) of ``frame`` in the base frame.
+
+        Raises:
+            ConfigError: unknown, moving, or both in the URDF and configured.
+        """
+        if frame in ('base', self.base_frame):
+            return np.eye(3), np.zeros(3)
+        in_urdf = self.model.has_frame(frame)
+        if in_urdf and frame in cp.camera_poses:
+            raise ConfigError(f"parameter 'cartesian.camera_frames': '{frame}' is also a URDF "
+                              'frame; give its pose in one place')
+        if frame in cp.camera_poses:
+            return cp.camera_poses[frame]
+        if not in_urdf:
+            raise ConfigError(f"frame '{frame}' is neither in the URDF nor in "
+                              "'cartesian.camera_frames'")
+        chain = self.model.chain(frame)
+        if chain:
+            raise ConfigError(f"frame '{frame}' moves with joints {', '.join(chain)}; only "
+                              'fixed camera frames are supported')
+        t, r = self.model.fk_reference(frame, [], [])
+        return np.asarray(r, dtype=float), np.asarray(t, dtype=float)
+
+    def measured_poses(self, joints: np.ndarray) -> list[ArmPoses]:
+        """Base-frame end-effector poses (hardware convention) of (N, J) joint positions."""
+        q = np.atleast_2d(np.asarray(joints, dtype=float))
+        trans, rots = self._fk.compute(q)
+        return [ArmPoses(name, trans[f], rots[f],
+                         q[:, col] if col >= 0 else None)
+                for f, (name, col) in enumerate(zip(self.arm_names, self.gripper_columns,
+                                                    strict=True))]
+
+    def encode_state(self, joints: np.ndarray) -> np.ndarray:
+        """The policy's end-effector pose state (D,) for measured joints (J,)."""
+        return self.codec.encode(self.measured_poses(joints))[0]
+
+    def decode(self, values: np.ndarray) -> tuple[Any, ...]:
+        """An (H, D) policy output -> base-frame :class:`CartesianArmTarget` per arm.
+
+        Raises:
+            PolicyError: a non-unit quaternion, a degenerate rotation, wrong width.
+        """
+        from egoroll_ros.core.cartesian import CartesianArmTarget
+
+        try:
+            poses = self.codec.decode(values)
+        except ValueError as exc:
+            raise PolicyError(f'Cartesian policy output: {exc}') from None
+        return tuple(CartesianArmTarget(
+            arm=p.name, ee_frame=frame, reference_frame=self.base_frame,
+            positions=p.positions, quaternions=matrix_to_quat(p.rotations),
+            gripper=np.zeros(0) if p.gripper is None else np.asarray(p.gripper, float))
+            for p, frame in zip(poses, self.ee_frames, strict=True))
+
+
+def _supply(setup: PolicySetup) -> CartesianSupply | None:
+    cp = setup.cartesian
+    if cp is None:
+        return None
+    frames = set(cp.camera_poses)
+    if cp.urdf_path:
+        try:
+            from egoroll_ros.core.robot_model import RobotModel
+            model = RobotModel.from_file(resolve_path(cp.urdf_path))
+        except (RobotModelError, ConfigError) as exc:
+            raise ConfigError(f"parameter 'urdf_path': {exc}") from None
+        frames |= {f.name for f in model.pin_model.frames if not model.chain(f.name)}
+    return CartesianSupply(dict(zip(cp.arms, cp.ee_frames, strict=True)),
+                           dict(zip(cp.arms, cp.gripper_joints, strict=True)),
+                           frozenset(frames), cp.convention is not None)
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A loaded, validated policy with its observation builder and, for a Cartesian policy,
+    its :class:`CartesianRuntime` (None for joint policies)."""
+
+    policy: Policy
+    builder: ObservationBuilder
+    cartesian: CartesianRuntime | None = None
 
 
 def load_configured_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
@@ -95,6 +325,15 @@ def load_configured_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
                            warn: Callable[[str], None],
                            prepare: Callable[..., np.ndarray] | None = None
                            ) -> tuple[Policy, ObservationBuilder]:
+    """:func:`load_policy` for joint policies (kept for callers that predate Cartesian
+    policies); returns ``(policy, builder)``."""
+    loaded = load_policy(p, setup, path, python_executable, warn, prepare)
+    return loaded.policy, loaded.builder
+
+
+def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
+                python_executable: str, warn: Callable[[str], None],
+                prepare: Callable[..., np.ndarray] | None = None) -> LoadedPolicy:
     """Load the checkpoint the ``policy.*`` parameters name and check it fits ``setup``.
 
     Args:
@@ -107,7 +346,7 @@ def load_configured_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
             wraps it to decode stored payloads first.
 
     Returns:
-        The loaded policy and the observation builder for it.
+        The loaded policy, the observation builder for it and its Cartesian runtime.
 
     Raises:
         CheckpointError: load failure, fingerprint mismatch, or a policy the configuration
@@ -135,15 +374,20 @@ def load_configured_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
             warn("'policy.expected_fingerprint' is empty: the checkpoint fingerprint is not "
                  'checked')
         validate_metadata(meta, setup.joints,
-                          {c.name: (c.height, c.width) for c in setup.cameras})
+                          {c.name: (c.height, c.width) for c in setup.cameras},
+                          cartesian=_supply(setup) if meta.action_space == 'cartesian'
+                          else None)
+        runtime = CartesianRuntime(meta, setup) if meta.action_space == 'cartesian' else None
+        kw: dict[str, Any] = {'prepare': prepare} if prepare is not None else {}
+        if runtime is not None and meta.cartesian.state == 'ee_pose':
+            kw['state_transform'] = runtime.encode_state
         builder = ObservationBuilder(
             setup.joints, setup.cameras, meta, p['max_age.camera'], p['max_age.joint_states'],
-            p['max_age.quest'], setup.quest,
-            **({'prepare': prepare} if prepare is not None else {}))
+            p['max_age.quest'], setup.quest, **kw)
     except Exception:
         policy.close()
         raise
-    return policy, builder
+    return LoadedPolicy(policy, builder, runtime)
 
 
 def predict_positions(policy: Policy, obs: Observation,
@@ -165,3 +409,27 @@ def make_chunk(meta: PolicyMetadata, joints: Sequence[str], positions: np.ndarra
                                positions=positions, stamp=stamp)
     return Chunk(sequence=sequence, policy_id=meta.fingerprint, stamp=stamp, trajectory=traj,
                  shadow=shadow, inference_latency=latency)
+
+
+def predict_cartesian(policy: Policy, obs: Observation, runtime: CartesianRuntime
+                      ) -> tuple[Any, ...]:
+    """Run a Cartesian policy on ``obs``: its checked (H, D) output decoded through the
+    runtime's codec (dataset convention -> hardware, policy frame -> base frame).
+
+    Returns:
+        One :class:`~egoroll_ros.core.cartesian.CartesianArmTarget` per arm.
+
+    Raises:
+        PolicyError: inference failed, wrong shape, non-finite or undecodable output.
+    """
+    return runtime.decode(check_chunk(policy.predict_chunk(obs), policy.metadata))
+
+
+def make_cartesian_chunk(meta: PolicyMetadata, targets: Sequence[Any], stamp: float,
+                         latency: float, shadow: bool = False, sequence: int = 0) -> Any:
+    """The :class:`~egoroll_ros.core.cartesian.CartesianChunk` published for ``targets``."""
+    from egoroll_ros.core.cartesian import CartesianChunk
+
+    return CartesianChunk(sequence=sequence, policy_id=meta.fingerprint, stamp=stamp,
+                          times=meta.point_times(), arms=tuple(targets), shadow=shadow,
+                          inference_latency=latency)

@@ -157,13 +157,18 @@ class ObservationBuilder:
         max_age_camera, max_age_joint_states, max_age_quest: seconds (steady clock).
         quest: Joy axis indices of grip and trigger.
         prepare: image preparation function (default :func:`prepare_image`).
+        state_transform: maps the measured joint vector (configured order) to the policy's
+            state vector (a Cartesian policy with end-effector pose state: FK + the
+            policy's codec); None: the joints are the state.
     """
 
     def __init__(self, joints: Sequence[str], cameras: Sequence[CameraConfig],
                  meta: PolicyMetadata, max_age_camera: float, max_age_joint_states: float,
                  max_age_quest: float, quest: Quest = Quest(),
-                 prepare: Callable[..., np.ndarray] = prepare_image) -> None:
+                 prepare: Callable[..., np.ndarray] = prepare_image,
+                 state_transform: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         self.joints = tuple(joints)
+        self.state_transform = state_transform
         self.cameras = {c.name: c for c in cameras}
         self.meta = meta
         self.quest = quest
@@ -226,4 +231,10 @@ class ObservationBuilder:
         for name, v in extras.items():
             if not np.all(np.isfinite(v)):
                 raise InputError(f'{name} is not finite')
-        return Observation(images=images, state=state, extras=extras, stamp=stamp)
+        joints = state
+        if self.state_transform is not None:
+            state = np.asarray(self.state_transform(joints), dtype=float)
+            if not np.all(np.isfinite(state)):
+                raise InputError('the end-effector pose state is not finite')
+        return Observation(images=images, state=state, extras=extras, stamp=stamp,
+                           joints=joints)

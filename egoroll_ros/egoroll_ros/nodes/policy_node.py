@@ -32,8 +32,11 @@ from std_srvs.srv import Trigger
 from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
-    load_configured_policy,
+    CartesianRuntime,
+    load_policy,
+    make_cartesian_chunk,
     make_chunk,
+    predict_cartesian,
     predict_positions,
     setup_from_params,
 )
@@ -61,6 +64,7 @@ from egoroll_ros.policies.base import (
     PolicyError,
 )
 from egoroll_ros.ros.convert import (
+    cartesian_chunk_to_msg,
     chunk_to_msg,
     joint_state_from_msg,
     joy_from_msg,
@@ -130,6 +134,35 @@ PARAMS = [
     Param('quest.trigger_axes', 'int[]', [-1, -1], 'Joy axes of the left and right trigger '
           'values (-1: none).', min=-1, max=255, read_only=True),
     Param('frame_id', str, '', 'header.frame_id of published chunks.', read_only=True),
+    # Cartesian policies (docs/cartesian.md); ignored by joint policies.
+    Param('cartesian.arms', 'str[]', [], 'Arms a Cartesian policy drives (names as in the '
+          "policy's layout and the gate's cartesian_arms); empty: Cartesian policies are "
+          'refused.', read_only=True),
+    Param('cartesian.ee_frames', 'str[]', [], 'End-effector frame of each arm (URDF frame).',
+          read_only=True),
+    Param('cartesian.gripper_joints', 'str[]', [], "Gripper joint of each arm ('' for none; "
+          'empty list: none), for the measured gripper value in an end-effector pose state.',
+          read_only=True),
+    Param('urdf_path', str, '', 'URDF file (or package://<pkg>/<path>) for forward kinematics '
+          'of end-effector pose state, the base frame name and fixed camera frames; required '
+          'by Cartesian policies.', read_only=True),
+    Param('cartesian.camera_frames', 'str[]', [], 'Camera frames not in the URDF whose pose in '
+          'the base frame is given by cartesian.camera_poses.', read_only=True),
+    Param('cartesian.camera_poses', 'float[]', [], 'Pose of each camera frame in the base '
+          'frame: 7 values per frame (x y z m, qx qy qz qw).', read_only=True),
+    Param('cartesian.convention.reference_rotation', 'float[]', [], 'Frame convention '
+          '(T_hw = L T_ds R) L rotation, 9 values row-major; empty: identity. Only when the '
+          'policy declares no convention.', read_only=True),
+    Param('cartesian.convention.reference_translation', 'float[]', [], 'L translation (m, 3 '
+          'values); empty: zero.', read_only=True),
+    Param('cartesian.convention.ee_rotation', 'float[]', [], 'R rotation (dataset -> hardware '
+          'end-effector axes), 9 values row-major; empty: identity.', read_only=True),
+    Param('cartesian.convention.ee_translation', 'float[]', [], 'R translation (m, 3 values); '
+          'empty: zero.', read_only=True),
+    Param('cartesian.convention.gripper_scale', float, 1.0, 'Gripper: hardware = offset + '
+          'scale x dataset value.', read_only=True),
+    Param('cartesian.convention.gripper_offset', float, 0.0, 'Gripper offset (m or rad).',
+          read_only=True),
 ]
 
 _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -153,6 +186,7 @@ class PolicyNode(LifecycleNode):
         self.inputs = LatestInputs(names)
         self.policy: Policy | None = None
         self.builder: ObservationBuilder | None = None
+        self.cartesian: CartesianRuntime | None = None
         self.active = False
         self.inferences_skipped = 0
         self.last_latency = math.nan
@@ -224,9 +258,16 @@ class PolicyNode(LifecycleNode):
         if not path:
             from ament_index_python.packages import get_package_share_directory
             path = get_package_share_directory('egoroll_ros') + '/policies/demo'
-        policy, self.builder = load_configured_policy(p, self.setup, path, sys.executable,
-                                                      self.get_logger().warning)
-        old, self.policy = self.policy, policy
+        loaded = load_policy(p, self.setup, path, sys.executable, self.get_logger().warning)
+        self.builder, self.cartesian = loaded.builder, loaded.cartesian
+        if loaded.cartesian is not None:
+            rt = loaded.cartesian
+            self.get_logger().info(
+                f"Cartesian policy: arms {list(rt.arm_names)} ({list(rt.ee_frames)}), poses in "
+                f"'{rt.spec.frame}', state {rt.spec.state}, convention from "
+                f"{'the policy' if rt.spec.convention is not None else 'the configuration'}; "
+                f"chunks in '{rt.base_frame}', IK by the safety gate")
+        old, self.policy = self.policy, loaded.policy
         if old is not None:
             old.close()
 
@@ -407,7 +448,10 @@ class PolicyNode(LifecycleNode):
         except InputError as exc:
             return f'input error: {exc}'
         t1 = time.perf_counter()
-        positions = predict_positions(self.policy, obs, self._cont_cols)
+        if self.cartesian is not None:
+            positions = predict_cartesian(self.policy, obs, self.cartesian)
+        else:
+            positions = predict_positions(self.policy, obs, self._cont_cols)
         t2 = time.perf_counter()
         self.timing.append((t1 - t0, t2 - t0))
         if len(self.timing) > 1000:
@@ -415,6 +459,10 @@ class PolicyNode(LifecycleNode):
         return obs, positions, t1 - t0, t2 - t0
 
     def _message(self, obs: Observation, positions: Any, latency: float, shadow: bool) -> Any:
+        if self.cartesian is not None:
+            return cartesian_chunk_to_msg(make_cartesian_chunk(
+                self.policy.metadata, positions, obs.stamp, latency, shadow=shadow),
+                frame_id=self.p['frame_id'])
         chunk = make_chunk(self.policy.metadata, self.joints, positions, obs.stamp, latency,
                            shadow=shadow)
         return chunk_to_msg(chunk, frame_id=self.p['frame_id'])

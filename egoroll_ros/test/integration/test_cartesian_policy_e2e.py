@@ -1,0 +1,145 @@
+"""Cartesian rollout end to end over real DDS, installed nodes with the shipped configs.
+
+policy_node (scripted_cartesian, config/policy_node_cartesian.yaml) -> safety_gate
+(config/safety_gate_cartesian.yaml: Cartesian checks, IK, joint checks) -> trajectory_server
+-> sim_robot. The Quest deadman is held on quest/joy axis 3, as the demo gate requires.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import numpy as np
+import pytest
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState, Joy
+from std_srvs.srv import Trigger
+
+from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
+from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.policies.scripted_cartesian import DEFAULTS, circle_positions
+from egoroll_ros.testing import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _call(node, client, timeout=15.0):
+    fut = client.call_async(Trigger.Request())
+    wait_until(fut.done, timeout, f'{client.srv_name} reply')
+    return fut.result()
+
+
+@pytest.fixture
+def graph(ros_graph, launcher):
+    from ament_index_python.packages import get_package_share_directory
+
+    share = get_package_share_directory('egoroll_ros')
+    cfg = f'{share}/config'
+    urdf = f'{share}/urdf/demo_arm.urdf'
+    launcher.start('sim_robot', 'sim_robot', params_files=[f'{cfg}/sim_robot.yaml'],
+                   params={'urdf_path': urdf, 'initial_positions': list(HOME)},
+                   wait_publishers=['joint_states'])
+    launcher.start('trajectory_server', 'trajectory_server',
+                   params_files=[f'{cfg}/trajectory_server.yaml'],
+                   wait_actions=['execute_trajectory'])
+    launcher.start('safety_gate', 'safety_gate',
+                   params_files=[f'{cfg}/safety_gate_cartesian.yaml'],
+                   params={'urdf_path': urdf},
+                   wait_subscriptions=['policy/chunk'], wait_publishers=['safety/verdict'])
+    launcher.start('policy_node', 'policy_node',
+                   params_files=[f'{cfg}/policy_node_cartesian.yaml'],
+                   wait_services=['policy/preflight', 'policy/start', 'policy/stop'],
+                   wait_publishers=['policy/chunk'], timeout=60.0)
+    node = ros_graph.node('cartesian_e2e')
+    joy = node.create_publisher(Joy, 'quest/joy', qos_profile_sensor_data)
+
+    def deadman() -> None:
+        msg = Joy(axes=[0.0, 0.0, 0.0, 1.0, 0.0, 0.0], buttons=[0, 0, 0, 0])
+        msg.header.stamp = node.get_clock().now().to_msg()
+        joy.publish(msg)
+
+    node.create_timer(0.05, deadman)
+    verdicts = ros_graph.collect(node, GateVerdict, 'safety/verdict')
+    chunks = ros_graph.collect(node, ActionChunk, 'policy/chunk')
+    states = ros_graph.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
+    ros_graph.wait_for_publishers(verdicts.subscription)
+    ros_graph.wait_for_publishers(chunks.subscription)
+    states.wait_for(timeout=10.0)
+    clients = {n: node.create_client(Trigger, f'policy/{n}') for n in
+               ('preflight', 'start', 'stop')}
+    for c in clients.values():
+        assert c.wait_for_service(timeout_sec=10.0)
+    return node, clients, verdicts, chunks, states
+
+
+def _q(msg) -> np.ndarray:
+    return np.array([msg.position[list(msg.name).index(j)] for j in DEMO_JOINTS])
+
+
+def test_scripted_cartesian_policy_moves_tool0_along_its_circle_through_gate_ik(graph):
+    node, clients, verdicts, chunks, states = graph
+    model = RobotModel.from_file(demo_urdf_path())
+    # preflight (a shadow chunk: the gate reports, nothing moves), repeated until the gate
+    # has discovered the policy node (DDS discovery between processes takes up to ~2 s)
+    deadline = time.monotonic() + 30.0
+    shadow = None
+    while shadow is None:
+        assert time.monotonic() < deadline, 'no verdict on a preflight chunk'
+        start = len(verdicts.snapshot())
+        res = _call(node, clients['preflight'])
+        if not res.success:
+            continue
+        with contextlib.suppress(AssertionError):
+            shadow = verdicts.wait_for(lambda v: v.shadow, 3.0, start=start)
+    assert shadow.accepted and not shadow.forwarded, shadow.summary
+    assert shadow.stage == GateVerdict.STAGE_JOINT
+    q0 = _q(states.snapshot()[-1])
+    p0, r0 = (a[0, 0] for a in model.fk(['tool0'], DEMO_JOINTS, q0))
+    assert np.allclose(q0, HOME, atol=1e-3)
+    n_states = len(states.snapshot())
+    n_verdicts = len(verdicts.snapshot())
+    res = _call(node, clients['start'])
+    assert res.success, res.message
+    try:
+        # ~2.5 s of rollout: 20 accepted live chunks
+        live = []
+        while len(live) < 20:
+            v = verdicts.wait_for(lambda v: not v.shadow, 10.0, start=n_verdicts)
+            n_verdicts = verdicts.snapshot().index(v) + 1
+            live.append(v)
+    finally:
+        assert _call(node, clients['stop']).success
+    for v in live:
+        assert v.accepted and v.forwarded, v.summary
+        assert v.stage == GateVerdict.STAGE_JOINT
+        assert v.action_space == ActionChunk.ACTION_SPACE_CARTESIAN
+    msg = next(c for c in chunks.snapshot() if not c.shadow)
+    assert msg.action_space == ActionChunk.ACTION_SPACE_CARTESIAN
+    assert msg.trajectory.joint_names == []
+    (arm,) = msg.cartesian
+    assert (arm.arm, arm.ee_frame, arm.reference_frame) == ('arm', 'tool0', 'base_link')
+    assert len(arm.poses) == len(msg.trajectory.points) == DEFAULTS['chunk_length']
+    # The commanded poses lie on the circle through the start pose, in the base frame.
+    cmd = np.array([[p.position.x, p.position.y, p.position.z] for c in chunks.snapshot()
+                    if not c.shadow for p in c.cartesian[0].poses])
+    r = DEFAULTS['radius']
+    centre = p0 - [r, 0.0, 0.0]
+    assert np.abs(np.linalg.norm((cmd - centre)[:, :2], axis=1) - r).max() < 1e-6
+    assert np.abs(cmd[:, 2] - p0[2]).max() < 1e-6
+    # The arm's tool0 (FK of the measured joints) follows: it moves along the circle, its
+    # orientation holds, and the gripper stays put.
+    qs = np.array([_q(m) for m in states.snapshot()[n_states:]])
+    trans, rots = model.fk(['tool0'], DEMO_JOINTS, qs)
+    moved = np.linalg.norm(trans[0] - p0, axis=1)
+    assert moved.max() > 0.02, moved.max()
+    off_circle = np.abs(np.linalg.norm((trans[0] - centre)[:, :2], axis=1) - r)
+    assert off_circle.max() < 0.004, off_circle.max()
+    assert np.abs(trans[0, :, 2] - p0[2]).max() < 0.004
+    cos = (np.einsum('nij,ij->n', rots[0], r0) - 1.0) / 2.0
+    assert np.arccos(np.clip(cos, -1, 1)).max() < 0.02
+    assert np.abs(qs[:, 7] - HOME[7]).max() < 1e-3
+    # It went the right way round (counter-clockwise seen from above, from +x of the centre).
+    expect = circle_positions(p0, np.array([0.5]), r, DEFAULTS['period'], DEFAULTS['ramp'])
+    assert expect[0, 1] > p0[1] and trans[0, -1, 1] > p0[1] + 0.005
