@@ -49,6 +49,7 @@ setup(
             'isolated = egoroll_ros.policies.isolated:IsolatedPolicy',
             'lerobot = egoroll_ros.policies.lerobot:LeRobotPolicy',
             'scripted_cartesian = egoroll_ros.policies.scripted_cartesian:ScriptedCartesianPolicy',
+            'example_adapter = egoroll_ros.policies.adapter_example:FrameworkPolicyAdapter',
         ],
     },
 )
