@@ -12,6 +12,13 @@ with the configured ``max_age.*`` on bag time. The policy is queried every
 joint_states as the measured state. Deadman, e-stop and operator confirmation are live-graph
 matters and are not simulated.
 
+Cartesian policies: the chunk is decoded by the same
+:class:`~egoroll_ros.core.inference.CartesianRuntime` as in the node and checked by
+:func:`egoroll_ros.core.cartesian.check_cartesian` (Cartesian checks, IK, joint checks; the
+gate configuration defaults to ``safety_gate_cartesian.yaml``). The report adds Cartesian
+errors (position m, rotation rad per horizon step and arm, against FK of the recorded
+joint_states); its joint errors use the gate's IK solution where the chunk passed IK.
+
 This is a thin layer: stored CDR payloads are decoded with ``rclpy.serialization`` and
 converted by :mod:`egoroll_ros.ros.convert`; the maths lives in the cores and in
 :mod:`egoroll_ros.bag.report`.
@@ -35,6 +42,7 @@ from egoroll_ros.bag.report import (
     ChunkRecord,
     Thresholds,
     action_error,
+    cartesian_error,
     compare,
     decisions,
     digest,
@@ -43,12 +51,16 @@ from egoroll_ros.bag.report import (
     plot_chunks,
     plot_rejections,
 )
+from egoroll_ros.core.cartesian import cartesian_config_from_params, check_cartesian
+from egoroll_ros.core.frames import quat_to_matrix
 from egoroll_ros.core.gate import check, config_from_params
 from egoroll_ros.core.gate import prepare as prepare_limits
 from egoroll_ros.core.images import prepare_image
 from egoroll_ros.core.inference import (
-    load_configured_policy,
+    load_policy,
+    make_cartesian_chunk,
     make_chunk,
+    predict_cartesian,
     predict_positions,
     setup_from_params,
 )
@@ -191,9 +203,10 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
     if not p['policy.num_threads']:
         p['policy.num_threads'] = 1        # one thread: identical results run to run
     setup = setup_from_params(p)
-    gate_path = opts.gate_config or _share() / 'config' / 'safety_gate.yaml'
+    default_gate = 'safety_gate_cartesian.yaml' if setup.cartesian else 'safety_gate.yaml'
+    gate_path = opts.gate_config or _share() / 'config' / default_gate
     gp = params_from_yaml(gate_path, 'safety_gate', GATE_PARAMS)
-    gate_cfg = config_from_params(gp)
+    gate_cfg = (config_from_params(gp), cartesian_config_from_params(gp))
     out_bag = opts.out_dir / 'evaluation'
     if out_bag.exists():
         raise BagError(f'{out_bag} already exists; choose a new --out directory')
@@ -201,7 +214,7 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
     with BagReader(opts.bag) as bag:
         decode = _Decoder()
         model, model_source = _robot_model(opts, bag, decode, gp['urdf_path'])
-        prepare_limits(model, gate_cfg)  # ConfigError: the gate config does not fit the model
+        prepare_limits(model, gate_cfg[0])  # ConfigError: the gate config does not fit the model
         _deterministic(p['policy.num_threads'])
         path = p['policy.path'] or str(_share() / 'policies' / 'demo')
         warnings: list[str] = []
@@ -210,13 +223,12 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
             return prepare_image(decode(value[0], value[1], kwargs.get('source', 'image')),
                                  *args, **kwargs)
 
-        policy, builder = load_configured_policy(p, setup, path, sys.executable,
-                                                 warnings.append, prepare=prepare)
+        loaded = load_policy(p, setup, path, sys.executable, warnings.append, prepare=prepare)
         try:
-            return _run(opts, bag, decode, p, setup, policy, builder, gate_cfg, model,
+            return _run(opts, bag, decode, p, setup, loaded, gate_cfg, model,
                         model_source, gate_path, path, warnings, baseline, out_bag, log)
         finally:
-            policy.close()
+            loaded.policy.close()
 
 
 def _needs(setup: Any, builder: Any, ns: str) -> dict[str, tuple[str, str]]:
@@ -237,7 +249,7 @@ def _needs(setup: Any, builder: Any, ns: str) -> dict[str, tuple[str, str]]:
 
 
 def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, Any],
-         setup: Any, policy: Any, builder: Any, gate_cfg: Any, model: RobotModel,
+         setup: Any, loaded: Any, gate_cfgs: Any, model: RobotModel,
          model_source: str, gate_path: Path, policy_path: str, warnings: list[str],
          baseline: dict[str, Any] | None, out_bag: Path, log: Callable[[str], None]
          ) -> dict[str, Any]:
@@ -246,6 +258,8 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
     from egoroll_ros.ros import convert
     from egoroll_ros.ros.bagio import typestore
 
+    policy, builder, runtime = loaded.policy, loaded.builder, loaded.cartesian
+    gate_cfg, cart_cfg = gate_cfgs
     needs = _needs(setup, builder, opts.namespace)
     bag.require({topic: [mtype] for topic, mtype in needs.values()})
     by_topic = {topic: name for name, (topic, _) in needs.items()}
@@ -303,7 +317,10 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         t0 = time.perf_counter()
         try:
             obs = builder.build(inputs, now, now)
-            positions = predict_positions(policy, obs, setup.continuous_columns)
+            if runtime is not None:
+                targets = predict_cartesian(policy, obs, runtime)
+            else:
+                positions = predict_positions(policy, obs, setup.continuous_columns)
         except StaleInputError as exc:
             key = 'stale input: ' + ', '.join(
                 f"{s.name} {'never received' if s.age is None else 'too old'}"
@@ -318,19 +335,34 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
             inference_errors.append(f't={now - bag.info.start_ns * 1e-9:.3f}s: {exc}')
             return
         latency = time.perf_counter() - t0
-        chunk = make_chunk(meta, joints, positions, now, latency, sequence=len(records) + 1)
         js = inputs.get(JOINT_STATES)
-        verdict = check(chunk, js.value if js is not None else None, model, gate_cfg, now=now,
-                        steady_now=now)
-        chunk_msg = convert.chunk_to_msg(chunk)
+        cart = None
+        if runtime is not None:
+            chunk = make_cartesian_chunk(meta, targets, now, latency, sequence=len(records) + 1)
+            outcome = check_cartesian(chunk, js.value if js is not None else None, model,
+                                      gate_cfg, cart_cfg, now, now)
+            verdict = outcome.verdict
+            positions = None if outcome.ik_chunk is None else \
+                np.asarray(outcome.ik_chunk.trajectory.positions)
+            chunk_msg = convert.cartesian_chunk_to_msg(chunk)
+            cart = (np.stack([np.asarray(a.positions, float) for a in targets]),
+                    np.stack([quat_to_matrix(np.asarray(a.quaternions, float))
+                              for a in targets]))
+        else:
+            chunk = make_chunk(meta, joints, positions, now, latency,
+                               sequence=len(records) + 1)
+            verdict = check(chunk, js.value if js is not None else None, model, gate_cfg,
+                            now=now, steady_now=now)
+            chunk_msg = convert.chunk_to_msg(chunk)
         verdict_msg = convert.verdict_to_msg(verdict, chunk_msg, convert.sec_to_time(now), False)
         for conn, msg in ((conn_chunk, chunk_msg), (conn_verdict, verdict_msg)):
             writer.write(conn, t_ns, store.serialize_cdr(to_rosbags(msg, store), conn.msgtype))
         records.append(ChunkRecord(
-            chunk.sequence, now, np.asarray(chunk.trajectory.times), np.asarray(positions),
+            chunk.sequence, now, np.asarray(meta.point_times()),
+            None if positions is None else np.asarray(positions),
             latency, verdict.accepted, verdict.needs_confirmation,
             tuple((v.check, v.subject, v.point_index) for v in verdict.violations),
-            verdict.summary))
+            verdict.summary, cart))
 
     try:
         policy.reset()
@@ -381,10 +413,15 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         'inference_errors': inference_errors,
         'decisions': decisions(records),
         'latency': latency_stats([r.latency for r in records]),
+        'action_space': meta.action_space,
         'action_error': {**err, 'note': 'point k of a chunk stamped t0 vs the recorded '
                          'joint position at t0 + time_from_start[k] (linear interpolation of '
                          'joint_states); points after the end of the recording are skipped '
-                         '(points_beyond_recording)'},
+                         '(points_beyond_recording)' + (
+                             "; Cartesian policy: joint positions are the gate's IK "
+                             'solution, omitted for chunks that did not pass IK '
+                             '(chunks_without_joint_positions)' if runtime is not None
+                             else '')},
         'chunk_list': [{'sequence': r.sequence, 't': r.stamp - origin, 'stamp': r.stamp,
                         'decision': r.decision, 'latency': r.latency,
                         'violations': sorted({v[0] for v in r.violations}),
@@ -395,6 +432,13 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         'realtime_factor': bag.info.duration / wall if wall > 0 else None,
         'outputs': {'bag': str(out_bag), 'plots': plots},
     }
+    if runtime is not None:
+        plan = model.fk_plan(runtime.ee_frames, joints)
+        cerr = cartesian_error(records, runtime.arm_names, rec_times, rec_pos, plan.compute)
+        report['cartesian_error'] = {**cerr, 'note': 'per horizon step k: predicted '
+                                     'base-frame pose vs FK of the recorded joints at t0 + '
+                                     'time_from_start[k]; position m, rotation rad '
+                                     '(core.frames.cartesian_errors)'}
     if baseline is not None:
         report['comparison'] = compare(report, baseline, opts.thresholds)
     (opts.out_dir / 'report.json').write_text(json.dumps(report, indent=2) + '\n')
@@ -418,6 +462,13 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         + ('n/a' if lat['median'] is None else f"{lat['median'] * 1e3:.1f} ms") +
         f"; {report['realtime_factor'] or 0:.1f}x real time",
     ]
+    ce = report.get('cartesian_error')
+    if ce is not None:
+        pm, rm = ce['position']['mae'], ce['rotation']['mae']
+        lines.append(f"Cartesian error: position MAE {'n/a' if pm is None else f'{pm:.4f} m'}, "
+                     f"rotation MAE {'n/a' if rm is None else f'{rm:.4f} rad'} over "
+                     f"{ce['points_compared']} points; "
+                     f"{e.get('chunks_without_joint_positions', 0)} chunks without IK joints")
     if d['rejections_by_check']:
         lines.append('rejections by check: ' + ', '.join(
             f'{k} {v}' for k, v in d['rejections_by_check'].items()))

@@ -5,7 +5,7 @@ No rclpy and no message types: inputs are arrays and plain records.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 import hashlib
 import json
@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from egoroll_ros.core.frames import cartesian_errors
 from egoroll_ros.core.observation import wrap_angle
 from egoroll_ros.errors import ConfigError
 
@@ -27,22 +28,26 @@ class ChunkRecord:
         sequence: 1, 2, ... in query order.
         stamp: observation time = query time (bag receive-time clock, s).
         times: (H,) seconds from ``stamp`` of each point.
-        positions: (H, J) predicted positions (as published).
+        positions: (H, J) predicted positions (as published); for a Cartesian chunk the
+            gate's IK solution, or None when the chunk did not pass IK.
         latency: seconds of assembly + inference (measured; not deterministic).
         accepted, needs_confirmation: the gate's decision.
         violations: ``(check, subject, point_index)`` of every violation.
         summary: the verdict's one-line summary.
+        cartesian: Cartesian chunks: the predicted base-frame poses ``(positions (A, H, 3),
+            rotations (A, H, 3, 3))`` per arm; None for joint chunks.
     """
 
     sequence: int
     stamp: float
     times: np.ndarray
-    positions: np.ndarray
+    positions: np.ndarray | None
     latency: float
     accepted: bool
     needs_confirmation: bool
     violations: tuple[tuple[str, str, int], ...]
     summary: str
+    cartesian: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def decision(self) -> str:
@@ -59,6 +64,8 @@ def action_error(chunks: Sequence[ChunkRecord], joints: Sequence[str], rec_times
     Point k of a chunk stamped t0 is compared with the recorded position at t0 + times[k],
     linearly interpolated between joint_states messages (continuous joints: the wrapped
     difference). Points after the last recorded joint_states are skipped and counted.
+    Chunks without joint positions (Cartesian chunks that did not pass IK) are skipped and
+    counted in ``chunks_without_joint_positions``.
 
     Returns:
         ``{'mae', 'rmse', 'max', 'points_compared', 'points_beyond_recording',
@@ -74,6 +81,8 @@ def action_error(chunks: Sequence[ChunkRecord], joints: Sequence[str], rec_times
     beyond = 0
     end = rec_times[-1] if len(rec_times) else -math.inf
     cont = list(continuous)
+    missing = sum(c.positions is None for c in chunks)
+    chunks = [c for c in chunks if c.positions is not None]
     for c in chunks:
         t = c.stamp + np.asarray(c.times, dtype=float)
         inside = t <= end + 1e-6      # 1 us: float seconds of epoch stamps round
@@ -97,7 +106,8 @@ def action_error(chunks: Sequence[ChunkRecord], joints: Sequence[str], rec_times
     mat = np.array(all_err).reshape(len(all_err), len(joints))
     step_times = chunks[0].times if chunks else []
     out: dict[str, Any] = {**stats(mat), 'points_compared': len(all_err),
-                           'points_beyond_recording': beyond}
+                           'points_beyond_recording': beyond,
+                           'chunks_without_joint_positions': missing}
     out['per_joint'] = {j: stats(mat[:, i]) for i, j in enumerate(joints)}
     out['per_step'] = []
     for k, errs in enumerate(per_step):
@@ -106,6 +116,70 @@ def action_error(chunks: Sequence[ChunkRecord], joints: Sequence[str], rec_times
                                 if k < len(step_times) else None, 'mae': s['mae'],
                                 'rmse': s['rmse'], 'points': len(errs)})
     return out
+
+
+def cartesian_error(chunks: Sequence[ChunkRecord], arms: Sequence[str],
+                    rec_times: np.ndarray, rec_positions: np.ndarray,
+                    fk: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+                    ) -> dict[str, Any]:
+    """Predicted end-effector poses against the recorded ones, per horizon step and arm.
+
+    Point k of a chunk stamped t0 is compared with the pose FK gives for the recorded joints
+    at t0 + times[k] (joints linearly interpolated between joint_states messages), through
+    :func:`egoroll_ros.core.frames.cartesian_errors`. Points after the recording are skipped.
+
+    Args:
+        chunks: records; those without ``cartesian`` are ignored.
+        arms: arm names, in the order of ``ChunkRecord.cartesian``.
+        rec_times, rec_positions: recorded joint_states (N,), (N, J).
+        fk: (M, J) joints -> ``((A, M, 3), (A, M, 3, 3))`` base-frame poses of the arms.
+
+    Returns:
+        ``{'position': {'mae', 'rmse', 'max'} (m), 'rotation': {...} (rad), 'points_compared',
+        'points_beyond_recording', 'per_arm': {arm: {'position', 'rotation'}}, 'per_step':
+        [{'step', 'time_from_start', 'position_mae', 'rotation_mae', 'points'}]}``.
+    """
+    rec_times = np.asarray(rec_times, dtype=float)
+    rec_positions = np.asarray(rec_positions, dtype=float)
+    end = rec_times[-1] if len(rec_times) else -math.inf
+    chunks = [c for c in chunks if c.cartesian is not None]
+    n_steps = max((len(c.times) for c in chunks), default=0)
+    per_step: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_steps)]
+    beyond = 0
+    for c in chunks:
+        t = c.stamp + np.asarray(c.times, dtype=float)
+        inside = np.nonzero(t <= end + 1e-6)[0]
+        beyond += len(t) - len(inside)
+        if not len(inside):
+            continue
+        q = np.stack([np.interp(t[inside], rec_times, rec_positions[:, j])
+                      for j in range(rec_positions.shape[1])], axis=-1)
+        rec_p, rec_r = fk(q)
+        pred_p, pred_r = c.cartesian
+        pos, rot = cartesian_errors(pred_p[:, inside], pred_r[:, inside], rec_p, rec_r)
+        for i, k in enumerate(inside.tolist()):
+            per_step[k].append((pos[:, i], rot[:, i]))
+
+    def stats(values: np.ndarray) -> dict[str, float | None]:
+        if values.size == 0:
+            return {'mae': None, 'rmse': None, 'max': None}
+        return {'mae': float(values.mean()), 'rmse': float(np.sqrt((values ** 2).mean())),
+                'max': float(values.max())}
+
+    allp = np.array([p for step in per_step for p, _ in step]).reshape(-1, len(arms))
+    allr = np.array([r for step in per_step for _, r in step]).reshape(-1, len(arms))
+    step_times = chunks[0].times if chunks else []
+    return {
+        'position': stats(allp), 'rotation': stats(allr), 'points_compared': len(allp),
+        'points_beyond_recording': beyond,
+        'per_arm': {a: {'position': stats(allp[:, i]), 'rotation': stats(allr[:, i])}
+                    for i, a in enumerate(arms)},
+        'per_step': [{'step': k, 'time_from_start': float(step_times[k])
+                      if k < len(step_times) else None,
+                      'position_mae': stats(np.array([p for p, _ in errs]))['mae'],
+                      'rotation_mae': stats(np.array([r for _, r in errs]))['mae'],
+                      'points': len(errs)} for k, errs in enumerate(per_step)],
+    }
 
 
 def latency_stats(latencies: Sequence[float]) -> dict[str, float | None]:
@@ -149,7 +223,10 @@ def digest(chunks: Sequence[ChunkRecord]) -> str:
         h.update(json.dumps([c.sequence, repr(float(c.stamp)), c.decision,
                              [list(v) for v in c.violations]]).encode())
         h.update(np.ascontiguousarray(c.times, dtype='<f8').tobytes())
-        h.update(np.ascontiguousarray(c.positions, dtype='<f8').tobytes())
+        if c.positions is not None:
+            h.update(np.ascontiguousarray(c.positions, dtype='<f8').tobytes())
+        for part in c.cartesian or ():
+            h.update(np.ascontiguousarray(part, dtype='<f8').tobytes())
     return h.hexdigest()
 
 
@@ -255,6 +332,8 @@ def plot_chunks(path: Path, chunks: Sequence[ChunkRecord], joints: Sequence[str]
         ax = axes[i // cols][i % cols]
         ax.plot(rec_times - t_origin, rec_positions[:, i], color='k', lw=1.2, label='recorded')
         for c in chunks:
+            if c.positions is None:
+                continue
             t = c.stamp - t_origin + np.asarray(c.times)
             ax.plot(t, c.positions[:, i], color=_COLORS[c.decision], lw=0.8, alpha=0.7)
         ax.set_ylabel(j, fontsize=8)

@@ -213,11 +213,15 @@ class CartesianOutcome:
         joint_chunk: the IK joint chunk (the one to forward), None when IK did not run or
             failed.
         ik: per arm name, the IK result (residuals, iterations).
+        ik_chunk: the IK joint chunk whenever IK succeeded for every arm, even when the
+            joint stage then rejected it (for reports such as ``egoroll evaluate``; never
+            forwarded).
     """
 
     verdict: Verdict
     joint_chunk: Chunk | None = None
     ik: dict[str, IkResult] = field(default_factory=dict)
+    ik_chunk: Chunk | None = None
 
 
 def check_cartesian(chunk: CartesianChunk, measured_state: JointStateData | None,
@@ -389,6 +393,7 @@ def _check(chunk: CartesianChunk, measured_state: JointStateData | None,
     joint_chunk = Chunk(sequence=chunk.sequence, policy_id=chunk.policy_id, stamp=chunk.stamp,
                         trajectory=traj, shadow=chunk.shadow,
                         inference_latency=chunk.inference_latency)
+    result.ik_chunk = joint_chunk
     jv = check(joint_chunk, measured_state, robot_model, config, now, steady_now)
     cart_soft = list(out.items)
     out.items.extend(jv.violations)
