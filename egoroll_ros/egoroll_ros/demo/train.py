@@ -57,7 +57,11 @@ class DemoTrainingConfig:
         camera_size: rendered frame (height, width): what sim_camera publishes.
         policy_image_size: (height, width) the policy takes (the node resizes).
         fov_deg: the camera's horizontal field of view (sim_camera's default).
-        steps, batch_size, lr: training.
+        steps, batch_size, lr: training on the expert's demonstrations.
+        dagger_rounds, dagger_episodes, dagger_steps: DAgger: roll the trained policy out,
+            label the states it visits with the expert, add them, train on (continuing from
+            the current weights). Fixes the drift a policy trained only on expert states shows
+            in closed loop.
         pool_size, coord_conv: image encoding of the model (finer tokens and pixel-coordinate
             channels: the task hinges on where the target disc is in the frame).
         seed: everything random derives from it.
@@ -75,6 +79,9 @@ class DemoTrainingConfig:
     policy_image_size: tuple[int, int] = (96, 96)
     fov_deg: float = 50.0
     steps: int = 3000
+    dagger_rounds: int = 2
+    dagger_episodes: int = 150
+    dagger_steps: int = 1500
     batch_size: int = 64
     lr: float = 1e-3
     pool_size: int = 8
@@ -124,14 +131,24 @@ def _as_traj(positions: np.ndarray):  # noqa: ANN202 - a JointTrajectoryData
                                positions)
 
 
-def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print) -> Dataset:
-    """Record ``cfg.episodes`` expert episodes (deterministic given ``cfg.seed``)."""
+def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print, policy: Any = None,
+            episodes: int | None = None, seed: int | None = None) -> Dataset:
+    """Record expert-labelled episodes (deterministic given the seed).
+
+    Args:
+        policy: None: the expert's chunks are executed; a policy: its chunks are executed and
+            the expert only labels the states it visits (DAgger).
+        episodes, seed: default ``cfg.episodes`` and ``cfg.seed``.
+    """
+    from egoroll_ros.policies.base import Observation
+
     _, expert, renderer = _setup(urdf, cfg)
-    rng = np.random.default_rng(cfg.seed)
+    rng = np.random.default_rng(cfg.seed if seed is None else seed)
     workspace = Workspace()
     images, states, actions = [], [], []
     n_reached = 0
-    for ep in range(cfg.episodes):
+    n_episodes = cfg.episodes if episodes is None else episodes
+    for ep in range(n_episodes):
         q = np.asarray(HOME, dtype=float).copy()
         q[:-1] += rng.normal(0.0, cfg.start_noise, q.shape[0] - 1)
         q[-1] = HOME[-1]
@@ -139,8 +156,15 @@ def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print) -> Dataset:
         hold = None
         for k in range(cfg.max_queries):
             chunk = expert.chunk(q, target)
-            if (k + ep) % cfg.record_every == 0 or hold is not None:
-                images.append(observe(renderer, q, target, cfg.policy_image_size))
+            executed = chunk.positions
+            record = (k + ep) % cfg.record_every == 0 or hold is not None
+            if record or policy is not None:
+                image = observe(renderer, q, target, cfg.policy_image_size)
+            if policy is not None:
+                executed = np.asarray(policy.predict_chunk(
+                    Observation(images={'scene': image}, state=q.copy())))
+            if record:
+                images.append(image)
                 states.append(q.copy())
                 actions.append(chunk.positions.copy())
             if hold is None and reached(expert.tool_position(q), target):
@@ -149,13 +173,13 @@ def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print) -> Dataset:
                 hold -= 1
                 if hold <= 0:
                     break
-            q = _step(q, chunk.positions, cfg.points_per_query, cfg.lag, cfg.state_noise, rng)
+            q = _step(q, executed, cfg.points_per_query, cfg.lag, cfg.state_noise, rng)
         n_reached += hold is not None
         if log and (ep + 1) % 50 == 0:
-            log(f'recorded {ep + 1}/{cfg.episodes} episodes, {len(states)} samples, '
+            log(f'recorded {ep + 1}/{n_episodes} episodes, {len(states)} samples, '
                 f'{n_reached} reached')
     return Dataset(np.stack(images), np.stack(states), np.stack(actions), n_reached,
-                   cfg.episodes)
+                   n_episodes)
 
 
 def evaluate(policy: Any, urdf: Path, cfg: DemoTrainingConfig, episodes: int = 10,
@@ -212,6 +236,7 @@ def train_demo_policy(out_dir: Path, urdf: Path, cfg: DemoTrainingConfig | None 
     from egoroll_ros.policies.act import ActPolicy, train_act
 
     cfg = cfg or DemoTrainingConfig()
+    log = log or (lambda *_: None)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     t0 = time.monotonic()
     data = collect(urdf, cfg, log)
@@ -219,10 +244,26 @@ def train_demo_policy(out_dir: Path, urdf: Path, cfg: DemoTrainingConfig | None 
     log(f'{len(data.states)} samples from {data.episodes} episodes '
         f'({data.episodes_reached} reached) in {t_collect:.0f} s; training {cfg.steps} steps')
     t1 = time.monotonic()
+    common = dict(step_period=EXPERT_DT, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed,
+                  pool_size=cfg.pool_size, coord_conv=cfg.coord_conv)
     result = train_act({'scene': data.images}, data.states, data.actions, out_dir,
-                       step_period=EXPERT_DT, steps=cfg.steps, batch_size=cfg.batch_size,
-                       lr=cfg.lr, seed=cfg.seed, log_every=max(1, cfg.steps // 10),
-                       pool_size=cfg.pool_size, coord_conv=cfg.coord_conv)
+                       steps=cfg.steps, log_every=max(1, cfg.steps // 10), **common)
+    rounds = []
+    for r in range(cfg.dagger_rounds):
+        policy = ActPolicy.load(out_dir)
+        extra = collect(urdf, cfg, log=None, policy=policy, episodes=cfg.dagger_episodes,
+                        seed=cfg.seed + 1 + r)
+        data = Dataset(np.concatenate([data.images, extra.images]),
+                       np.concatenate([data.states, extra.states]),
+                       np.concatenate([data.actions, extra.actions]),
+                       data.episodes_reached, data.episodes)
+        rounds.append({'episodes': extra.episodes, 'policy_reached': extra.episodes_reached,
+                       'samples': int(len(extra.states))})
+        log(f'DAgger round {r + 1}: the policy reached {extra.episodes_reached}/'
+            f'{extra.episodes}; {len(data.states)} samples; training {cfg.dagger_steps} steps')
+        result = train_act({'scene': data.images}, data.states, data.actions, out_dir,
+                           steps=cfg.dagger_steps, init=out_dir,
+                           log_every=max(1, cfg.dagger_steps // 5), **common)
     t_train = time.monotonic() - t1
     policy = ActPolicy.load(out_dir)
     ev = evaluate(policy, urdf, cfg, episodes=eval_episodes) if eval_episodes else {}
@@ -233,6 +274,7 @@ def train_demo_policy(out_dir: Path, urdf: Path, cfg: DemoTrainingConfig | None 
                          'samples': int(len(data.states)),
                          'expert_episodes_reached': int(data.episodes_reached),
                          'final_loss': float(result.losses[-1]),
+                         'dagger': rounds,
                          'collect_seconds': round(t_collect, 1),
                          'train_seconds': round(t_train, 1)},
             'offline_evaluation': ev,

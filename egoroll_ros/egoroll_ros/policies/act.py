@@ -243,7 +243,7 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
               image_size: tuple[int, int] | None = None, d_model: int = 64, n_heads: int = 4,
               n_layers: int = 2, dim_feedforward: int = 128, conv_channels: int = 16,
               weight_decay: float = 1e-4, log_every: int = 0, pool_size: int = 4,
-              coord_conv: bool = False) -> TrainResult:
+              coord_conv: bool = False, init: str | Path | None = None) -> TrainResult:
     """Train an egoroll_act policy on demonstrations and write its checkpoint directory.
 
     Args:
@@ -261,6 +261,9 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
         d_model, n_heads, n_layers, dim_feedforward, conv_channels, pool_size, coord_conv:
             model size and image encoding (see :class:`ActConfig`).
         log_every: print the loss every so many steps (0: silent).
+        init: an egoroll_act checkpoint to continue training from (its config and
+            normalisation are kept, e.g. for DAgger rounds on aggregated data); the model-size
+            arguments are then ignored.
 
     Returns:
         :class:`TrainResult` with the fingerprint to put in ``expected_fingerprint``.
@@ -296,6 +299,15 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = ActModel(cfg)
+    if init is not None:
+        base = ActPolicy.load(init)
+        if (base._cfg.state_size, base._cfg.action_size, base._cfg.chunk_length,
+                base._cfg.cameras) != (cfg.state_size, cfg.action_size, cfg.chunk_length,
+                                       cfg.cameras):
+            raise ValueError(f'init checkpoint {init} does not fit the data (sizes/cameras)')
+        cfg, norm = base._cfg, base._norm
+        model = ActModel(cfg)
+        model.load_state_dict(base._model.state_dict())
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     s_all = torch.from_numpy(norm.normalize_state(states).astype(np.float32))
     a_all = torch.from_numpy(((actions - norm.action.mean) / norm.action.std).astype(np.float32))

@@ -105,11 +105,12 @@ class RosGraph:
     forwards ``**kwargs`` to ``Node.__init__``, or :meth:`node` for a plain node).
     """
 
-    def __init__(self, num_threads: int = 8) -> None:
+    def __init__(self, num_threads: int = 8, domain_id: int | None = None) -> None:
         self.context = rclpy.Context()
-        rclpy.init(context=self.context)
+        rclpy.init(context=self.context, domain_id=domain_id)
         self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
         self._nodes: list[Node] = []
+        self._closed = False
         self._thread = threading.Thread(target=self._spin, name='ros-graph-spin', daemon=True)
         self._thread.start()
 
@@ -145,15 +146,34 @@ class RosGraph:
                    f'{count} publisher(s) on {subscription.topic_name}')
 
     def close(self) -> None:
-        """Stop spinning and destroy every node; safe to call twice."""
-        if not self.context.ok():
+        """Stop spinning, destroy every node and the context; safe to call twice.
+
+        Every step runs even if an earlier one fails: a node left alive keeps its DDS
+        participant in every other graph's view (same node names in the next test).
+        """
+        if self._closed:
             return
-        self.executor.shutdown(timeout_sec=5.0)
+        self._closed = True
+        errors: list[str] = []
+        try:
+            self.executor.shutdown(timeout_sec=5.0)
+        except Exception as exc:  # noqa: BLE001 - keep tearing down
+            errors.append(f'executor: {exc!r}')
         for node in reversed(self._nodes):
-            close = getattr(node, 'close', None)
-            if callable(close):
-                close()
-            node.destroy_node()
+            try:
+                close = getattr(node, 'close', None)
+                if callable(close):
+                    close()
+                node.destroy_node()
+            except Exception as exc:  # noqa: BLE001 - keep tearing down
+                errors.append(f'{node.get_name()}: {exc!r}')
         self._nodes.clear()
-        self.context.try_shutdown()
+        with contextlib.suppress(Exception):
+            self.context.try_shutdown()
         self._thread.join(timeout=5.0)
+        # Shutdown alone keeps the DDS participant alive, so its nodes (same names as the next
+        # graph's) stay in everyone's graph cache; destroying the context removes them.
+        with contextlib.suppress(Exception):
+            self.context.destroy()
+        if errors:
+            raise RuntimeError('RosGraph teardown: ' + '; '.join(errors))

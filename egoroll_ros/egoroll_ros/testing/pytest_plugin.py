@@ -5,6 +5,10 @@ Use from a ``conftest.py`` with ``pytest_plugins = ['egoroll_ros.testing.pytest_
 - Each test session gets a ``ROS_DOMAIN_ID`` no other session on this machine holds (a lock
   file per id) and ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, set before any rclpy use and
   inherited by subprocesses.
+- Each ``ros_graph`` (and so each ``launcher``) test runs in a domain of its own
+  (:func:`isolated_domain`): a participant an earlier test left alive in this process (rclpy
+  finalises a context only when nothing references it any more) can then never answer for a
+  node of the same name, e.g. a stale in-process action server for the real executor.
 - ``ros_graph``: a :class:`RosGraph` (nodes in this process, MultiThreadedExecutor).
 - ``launcher``: a :class:`ProcessLauncher` whose processes are stopped at teardown; their logs
   are printed when the test failed.
@@ -13,10 +17,13 @@ Use from a ``conftest.py`` with ``pytest_plugins = ['egoroll_ros.testing.pytest_
 from __future__ import annotations
 
 from collections.abc import Iterator
+import contextlib
 import fcntl
+import gc
 import os
 from pathlib import Path
 import tempfile
+from typing import TextIO
 
 import pytest
 
@@ -24,25 +31,60 @@ from egoroll_ros.ros.graph import RosGraph
 from egoroll_ros.ros.processes import ProcessLauncher
 
 _DOMAIN_LOCK = None
+#: Domain ids 1..200 (valid for Fast DDS's default port mapping with a few participants each).
+_DOMAINS = range(1, 201)
+_USED_HERE: set[int] = set()
+
+
+def _try_lock(domain: int) -> TextIO | None:
+    lock_dir = Path(tempfile.gettempdir()) / 'egoroll-test-domains'
+    lock_dir.mkdir(exist_ok=True)
+    fh = open(lock_dir / f'{domain}.lock', 'w')  # noqa: SIM115 - held by the caller
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+def _claim(prefer_unused: bool) -> tuple[int, TextIO]:
+    """Lock a domain id no other process holds (and, preferably, this one never used)."""
+    start = os.getpid() % len(_DOMAINS)
+    order = [_DOMAINS[(start + k) % len(_DOMAINS)] for k in range(len(_DOMAINS))]
+    if prefer_unused:
+        order = [d for d in order if d not in _USED_HERE] + [d for d in order
+                                                             if d in _USED_HERE]
+    for domain in order:
+        fh = _try_lock(domain)
+        if fh is not None:
+            _USED_HERE.add(domain)
+            return domain, fh
+    raise RuntimeError(f'no free ROS_DOMAIN_ID in {_DOMAINS.start}..{_DOMAINS.stop - 1}')
 
 
 def _claim_domain_id() -> int:
     """Hold an exclusive lock on a domain id for the life of this process."""
     global _DOMAIN_LOCK
-    lock_dir = Path(tempfile.gettempdir()) / 'egoroll-test-domains'
-    lock_dir.mkdir(exist_ok=True)
-    start = os.getpid() % 100
-    for k in range(100):
-        domain = 1 + (start + k) % 100  # 1..100: valid for Fast DDS's default port mapping
-        fh = open(lock_dir / f'{domain}.lock', 'w')  # noqa: SIM115 - held until exit
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.close()
-            continue
-        _DOMAIN_LOCK = fh
-        return domain
-    raise RuntimeError('no free ROS_DOMAIN_ID in 1..100 for this test session')
+    domain, _DOMAIN_LOCK = _claim(prefer_unused=False)
+    return domain
+
+
+@contextlib.contextmanager
+def isolated_domain() -> Iterator[int]:
+    """A domain id of its own for one graph; ``ROS_DOMAIN_ID`` names it meanwhile, so the
+    processes a launcher starts inherit it. Pass it to ``RosGraph(domain_id=...)``."""
+    domain, fh = _claim(prefer_unused=True)
+    previous = os.environ.get('ROS_DOMAIN_ID')
+    os.environ['ROS_DOMAIN_ID'] = str(domain)
+    try:
+        yield domain
+    finally:
+        if previous is None:
+            os.environ.pop('ROS_DOMAIN_ID', None)
+        else:
+            os.environ['ROS_DOMAIN_ID'] = previous
+        fh.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,11 +115,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
 @pytest.fixture
 def ros_graph() -> Iterator[RosGraph]:
     """Nodes in this process on a MultiThreadedExecutor, torn down after the test."""
-    graph = RosGraph()
-    try:
-        yield graph
-    finally:
-        graph.close()
+    with isolated_domain() as domain:
+        graph = RosGraph(domain_id=domain)
+        try:
+            yield graph
+        finally:
+            graph.close()
+            del graph
+        # Nodes hold reference cycles; collect them now so the destroyed context really
+        # finalises its DDS participant before the next test (whose nodes may share names).
+        gc.collect()
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import ProcessLauncher, RosGraph, wait_until
+from egoroll_ros.testing.pytest_plugin import isolated_domain
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -282,18 +283,19 @@ def _ids(msgs: list) -> set[bytes]:
 
 @pytest.fixture(scope='module')
 def graph(tmp_path_factory):
-    ros = RosGraph()
-    launcher = ProcessLauncher(ros.node('egoroll_test_probe'),
-                               tmp_path_factory.mktemp('stop_e2e_nodes'))
-    g = None
-    try:
-        g = Graph(ros, launcher)
-        yield g
-    finally:
-        if g is not None:
-            g.close()
-        launcher.stop_all()
-        ros.close()
+    with isolated_domain() as domain:
+        ros = RosGraph(domain_id=domain)
+        launcher = ProcessLauncher(ros.node('egoroll_test_probe'),
+                                   tmp_path_factory.mktemp('stop_e2e_nodes'))
+        g = None
+        try:
+            g = Graph(ros, launcher)
+            yield g
+        finally:
+            if g is not None:
+                g.close()
+            launcher.stop_all()
+            ros.close()
 
 
 @pytest.fixture
