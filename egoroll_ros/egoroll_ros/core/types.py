@@ -6,7 +6,7 @@ time of a chunk); ``times`` are offsets from that stamp (``time_from_start``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -61,6 +61,10 @@ class Chunk:
     trajectory: JointTrajectoryData
     shadow: bool = False
     inference_latency: float = 0.0
+
+    def restamped(self, stamp: float) -> Chunk:
+        """The same chunk with its points counted from ``stamp`` (``time_from_start`` kept)."""
+        return replace(self, stamp=stamp, trajectory=replace(self.trajectory, stamp=stamp))
 
 
 @dataclass(frozen=True)

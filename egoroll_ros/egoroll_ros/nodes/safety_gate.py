@@ -478,6 +478,11 @@ class SafetyGate(Node):
         chunk, expires = pending
         if time.monotonic() > expires:
             return False, f'the confirmation of chunk {chunk.sequence} expired'
+        # A confirmed chunk runs from the moment of confirmation: its points keep their
+        # time_from_start, counted from now (a person takes longer than max_chunk_age, and the
+        # original timing is in the past by then). Every check then runs again on it, against
+        # the latest measured state; the path itself is never changed.
+        chunk = chunk.restamped(self.get_clock().now().nanoseconds * 1e-9)
         verdict = self._validate(chunk)
         msg = _chunk_header(chunk)
         forwarded = False
