@@ -49,6 +49,12 @@ class DemoLog:
     policy_faults: list[str] = field(default_factory=list)
     inference_latencies: list[float] = field(default_factory=list)
     gate_check_durations: list[float] = field(default_factory=list)
+    #: Per forwarded chunk: observation stamp -> gate forwarded it (s, ROS clock), and the same
+    #: minus the chunk's own inference latency (the pipeline's share).
+    obs_to_forward: list[float] = field(default_factory=list)
+    obs_to_forward_excl_inference: list[float] = field(default_factory=list)
+    executor_ticks: int = 0
+    executor_late_ticks: int = 0
 
 
 def tracking_error(log: DemoLog) -> dict[str, float]:
@@ -112,6 +118,11 @@ def summarize(log: DemoLog, duration: float) -> dict[str, Any]:
         'tracking_error': tracking_error(log),
         'inference_latency_s': _percentiles(log.inference_latencies),
         'gate_check_duration_s': _percentiles(log.gate_check_durations),
+        'observation_to_forward_s': _percentiles(log.obs_to_forward),
+        'observation_to_forward_excluding_inference_s':
+            _percentiles(log.obs_to_forward_excl_inference),
+        'executor_ticks': log.executor_ticks,
+        'executor_late_ticks': log.executor_late_ticks,
         'executor_errors': log.executor_errors,
         'gate_faults': log.gate_faults,
         'policy_faults': log.policy_faults,

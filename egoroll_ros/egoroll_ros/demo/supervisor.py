@@ -21,7 +21,7 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import GateVerdict, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
 from egoroll_ros.core.demo_task import ReachExpert, Workspace, reached
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.demo.report import DemoLog, TargetRecord, VerdictRecord
@@ -67,6 +67,8 @@ class DemoSupervisor(Node):
                                  qos_profile_sensor_data)
         self.create_subscription(JointState, 'executor/commanded', self._on_commanded, 50)
         self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, 50)
+        self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, 50)
+        self._inference: dict[int, float] = {}
         self.create_subscription(RolloutStatus, 'policy/status', self._on_status, 10)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50)
         self.create_timer(0.05, self._publish_joy, callback_group=self._safety)
@@ -183,6 +185,10 @@ class DemoSupervisor(Node):
                 self.log.t_commanded.append(self.now())
                 self.log.commanded.append(q.tolist())
 
+    def _on_chunk(self, msg: ActionChunk) -> None:
+        with self.lock:
+            self._inference[int(msg.sequence)] = float(msg.inference_latency)
+
     def _on_verdict(self, msg: GateVerdict) -> None:
         record = VerdictRecord(
             t=self.now(), sequence=int(msg.sequence), accepted=bool(msg.accepted),
@@ -194,6 +200,13 @@ class DemoSupervisor(Node):
         with self.lock:
             self.log.verdicts.append(record)
             self.log.gate_check_durations.append(float(msg.check_duration))
+            if msg.forwarded and self.t0 is not None:
+                stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+                obs = msg.chunk_stamp.sec + msg.chunk_stamp.nanosec * 1e-9
+                self.log.obs_to_forward.append(stamp - obs)
+                inference = self._inference.pop(int(msg.sequence), None)
+                if inference is not None:
+                    self.log.obs_to_forward_excl_inference.append(stamp - obs - inference)
 
     def _on_status(self, msg: RolloutStatus) -> None:
         with self.lock:
@@ -216,6 +229,9 @@ class DemoSupervisor(Node):
                             state not in self.log.gate_faults:
                         self.log.gate_faults.append(state)
                 elif status.name.endswith('executor'):
+                    if values.get('ticks', '').isdigit():
+                        self.log.executor_ticks = int(values['ticks'])
+                        self.log.executor_late_ticks = int(values.get('late_ticks', '0'))
                     err = values.get('last_error', '')
                     expected = self.stopping and 'COMMAND_TIMEOUT' in err
                     if err and not expected and err not in self.log.executor_errors \

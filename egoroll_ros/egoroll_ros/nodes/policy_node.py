@@ -38,6 +38,7 @@ from egoroll_ros.core.inference import (
     make_chunk,
     predict_cartesian,
     predict_positions,
+    resolve_path,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -71,6 +72,7 @@ from egoroll_ros.ros.convert import (
     pose_from_msg,
     time_to_sec,
 )
+from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params
 from egoroll_ros.ros.runner import run_node
 
@@ -134,6 +136,10 @@ PARAMS = [
     Param('quest.trigger_axes', 'int[]', [-1, -1], 'Joy axes of the left and right trigger '
           'values (-1: none).', min=-1, max=255, read_only=True),
     Param('frame_id', str, '', 'header.frame_id of published chunks.', read_only=True),
+    Param('markers.frames', 'str[]', [], 'End-effector frames whose predicted path (forward '
+          'kinematics of each joint chunk) is drawn on policy/markers; the robot model comes '
+          'from urdf_path, else robot_description. Empty: only the status text is drawn.',
+          read_only=True),
     # Cartesian policies (docs/cartesian.md); ignored by joint policies.
     Param('cartesian.arms', 'str[]', [], 'Arms a Cartesian policy drives (names as in the '
           "policy's layout and the gate's cartesian_arms); empty: Cartesian policies are "
@@ -217,6 +223,9 @@ class PolicyNode(LifecycleNode):
             self.create_subscription(PoseStamped, name, self._pose_cb(name),
                                      qos_profile_sensor_data, callback_group=inputs_group)
         self.chunk_pub = self.create_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
+        self.markers = ChunkMarkers(self, self.p['markers.frames'],
+                                    resolve_path(self.p['urdf_path'])
+                                    if self.p['urdf_path'] else '')
         self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
         self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self.create_service(Trigger, 'policy/preflight', self._srv_preflight,
@@ -484,11 +493,18 @@ class PolicyNode(LifecycleNode):
         self.last_latency = latency
         msg = self._message(obs, positions, latency, shadow=False)
 
-        def publish(seq: int) -> None:
+        def publish(seq: int) -> int:
             msg.sequence = seq
             self.chunk_pub.publish(msg)
+            return seq
 
-        self.sm.publish_if_current(gen, publish)
+        seq = self.sm.publish_if_current(gen, publish)
+        if seq is not None:
+            # RViz only, after the chunk is out (never delays or gates a chunk).
+            joints = obs.joints if obs.joints is not None else obs.state
+            self.markers.publish(self.joints, joints,
+                                 None if self.cartesian is not None else positions,
+                                 f'RUNNING, chunk {seq}, {latency * 1e3:.0f} ms')
 
     def _do_preflight(self) -> tuple[bool, str]:
         gen = self.sm.generation

@@ -87,14 +87,15 @@ class ChunkMarkers:
             self._verdict = msg
 
     def publish(self, joint_names: Sequence[str], measured: np.ndarray | None,
-                positions: np.ndarray, rollout_text: str) -> None:
-        """Draw a chunk (``positions`` (H, J) in ``joint_names`` order) and the status text."""
+                positions: np.ndarray | None, rollout_text: str) -> None:
+        """Draw a chunk (``positions`` (H, J) in ``joint_names`` order; None: text only) and
+        the status text."""
         with self._lock:
             model, verdict = self._model, self._verdict
         stamp = self._node.get_clock().now().to_msg()
         base = model.base_frame if model is not None else 'base_link'
         array = MarkerArray()
-        if model is not None:
+        if model is not None and positions is not None and self._frames:
             q = positions if measured is None else np.vstack([measured[None, :], positions])
             trans, _ = model.fk(self._frames, list(joint_names), np.asarray(q, dtype=float))
             for i, frame in enumerate(self._frames):

@@ -13,6 +13,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
 
 from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.rollout import State
@@ -74,11 +75,13 @@ def test_preflight_then_start_publishes_numbered_stamped_chunks_via_services(ros
     Inputs(ros_graph)
     probe = ros_graph.node('probe')
     chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
+    markers = ros_graph.collect(probe, MarkerArray, 'policy/markers')
     clients = {n: probe.create_client(Trigger, f'policy/{n}') for n in
                ('preflight', 'start', 'stop')}
     for c in clients.values():
         assert c.wait_for_service(timeout_sec=10)
     ros_graph.wait_for_publishers(chunks.subscription)
+    ros_graph.wait_for_publishers(markers.subscription)
     _wait_fresh(node)
 
     def call(name: str) -> Trigger.Response:
@@ -95,6 +98,9 @@ def test_preflight_then_start_publishes_numbered_stamped_chunks_via_services(ros
     assert res.success, res.message
     live = [chunks.wait_for(lambda m, k=k: not m.shadow and m.sequence == shadow.sequence + k,
                             timeout=5) for k in (1, 2, 3)]
+    # RViz: every live chunk also updates the status text on policy/markers.
+    markers.wait_for(lambda a: any(f'chunk {live[0].sequence}' in m.text for m in a.markers),
+                     timeout=5)
     stop = call('stop')
     assert stop.success and node.sm.state is State.IDLE
     now = node.get_clock().now().nanoseconds * 1e-9
