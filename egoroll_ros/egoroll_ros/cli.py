@@ -13,7 +13,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from egoroll_ros.demo.run import DemoOptions, run_demo
     return run_demo(DemoOptions(duration=args.duration, report_dir=args.report,
                                 record=args.record, checkpoint=args.checkpoint, seed=args.seed,
-                                quiet=args.quiet))
+                                quiet=args.quiet, cartesian=args.cartesian))
 
 
 def _cmd_train_demo(args: argparse.Namespace) -> int:
@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help='policy checkpoint with a manifest.json (default: the shipped one)')
     demo.add_argument('--seed', type=int, default=0, help='seed of the target sequence')
     demo.add_argument('--quiet', action='store_true', help='no live status line')
+    demo.add_argument('--cartesian', action='store_true',
+                      help='the scripted Cartesian policy instead (end-effector poses, checked '
+                      'in Cartesian space, IK, then joint space): tool0 traces a circle')
     demo.set_defaults(func=_cmd_demo)
 
     train = sub.add_parser('train-demo', help='record the scripted expert and train the demo '

@@ -52,6 +52,7 @@ class DemoOptions:
     checkpoint: Path | None = None
     seed: int = 0
     quiet: bool = False
+    cartesian: bool = False
 
 
 def share_dir() -> Path:
@@ -76,17 +77,32 @@ def demo_checkpoint(checkpoint: Path | None) -> tuple[Path, str]:
     return path, str(fingerprint)
 
 
-def _start_graph(launch: ProcessLauncher, checkpoint: Path, fingerprint: str) -> None:
+#: The scripted Cartesian demo: a policy backend that traces a small circle with tool0
+#: (docs/cartesian.md), its configs, and the gate's Cartesian stage (checks, IK, joint checks).
+CARTESIAN_POLICY_CONFIG = 'policy_node_cartesian.yaml'
+CARTESIAN_GATE_CONFIG = 'safety_gate_cartesian.yaml'
+
+
+def _start_graph(launch: ProcessLauncher, checkpoint: Path | None, fingerprint: str) -> None:
+    """Start the demo graph; ``checkpoint`` None starts the scripted Cartesian variant."""
     cfg = share_dir() / 'config'
     urdf = share_dir() / 'urdf' / 'demo_arm.urdf'
+    cartesian = checkpoint is None
     launch.start('sim_robot', 'sim_robot', params_files=[cfg / 'sim_robot.yaml'],
                  params={'urdf_path': str(urdf), 'initial_positions': list(HOME)},
                  wait_publishers=['joint_states', 'robot_description'])
     launch.start('trajectory_server', 'trajectory_server',
                  params_files=[cfg / 'trajectory_server.yaml'],
                  wait_actions=['execute_trajectory'])
-    launch.start('safety_gate', 'safety_gate', params_files=[cfg / 'safety_gate.yaml'],
+    launch.start('safety_gate', 'safety_gate',
+                 params_files=[cfg / (CARTESIAN_GATE_CONFIG if cartesian
+                                      else 'safety_gate.yaml')],
                  wait_subscriptions=['policy/chunk'], wait_publishers=['safety/verdict'])
+    if cartesian:
+        launch.start('policy_node', 'policy_node', params_files=[cfg / CARTESIAN_POLICY_CONFIG],
+                     wait_services=['policy/preflight', 'policy/start', 'policy/stop'],
+                     timeout=120.0)
+        return
     launch.start('sim_camera', 'sim_camera', params_files=[cfg / 'sim_camera.yaml'],
                  wait_publishers=['camera/scene/image_raw'], wait_subscriptions=['sim/target'])
     launch.start('policy_node', 'policy_node', params_files=[cfg / 'policy_node.yaml'],
@@ -114,10 +130,14 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     """Run the demo; return the exit status (0 only when the run was clean and useful)."""
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     report_dir = opts.report_dir or Path.cwd() / time.strftime('egoroll-demo-%Y%m%d-%H%M%S')
-    checkpoint, fingerprint = demo_checkpoint(opts.checkpoint)
+    if opts.cartesian:
+        checkpoint, fingerprint = None, 'scripted_cartesian'
+    else:
+        checkpoint, fingerprint = demo_checkpoint(opts.checkpoint)
     model = RobotModel.from_file(share_dir() / 'urdf' / 'demo_arm.urdf')
-    print(f'egoroll demo: policy {checkpoint} ({fingerprint[:12]}), report -> {report_dir}',
-          file=out, flush=True)
+    what = 'scripted Cartesian policy (tool0 traces a circle)' if opts.cartesian else \
+        f'policy {checkpoint} ({fingerprint[:12]})'
+    print(f'egoroll demo: {what}, report -> {report_dir}', file=out, flush=True)
     graph = RosGraph()
     launch = ProcessLauncher(graph.node('egoroll_demo_probe'), report_dir / 'logs')
     recorder = None
@@ -129,10 +149,11 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             from egoroll_ros.ros.bagio import BagRecorder
             recorder = BagRecorder(graph.node('egoroll_demo_recorder'), opts.record,
                                    RECORD_TOPICS)
-        print('starting sim_robot, trajectory_server, safety_gate, sim_camera, policy_node ...',
-              file=out, flush=True)
+        print('starting sim_robot, trajectory_server, safety_gate, '
+              f"{'' if opts.cartesian else 'sim_camera, '}policy_node ...", file=out, flush=True)
         _start_graph(launch, checkpoint, fingerprint)
-        sup.new_target()
+        if not opts.cartesian:
+            sup.new_target()
         wait_until(lambda: sup.status is not None and sup.status.state ==
                    RolloutStatus.STATE_IDLE, 60.0, 'policy_node configured (IDLE)')
         ok, msg = False, ''
@@ -165,11 +186,12 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             print(f'stop failed: {msg}', file=out)
         duration = sup.now()
         with sup.lock:
-            summary = write_report(sup.log, duration, report_dir)
-        print(f'targets reached {summary["targets_reached"]}/{summary["targets_shown"]} '
-              f'(success rate {summary["success_rate"]:.0%}), chunks accepted '
-              f'{summary["chunks_accepted"]}, rejected {summary["chunks_rejected"]}',
-              file=out)
+            summary = write_report(sup.log, duration, report_dir, task=not opts.cartesian)
+        task = '' if opts.cartesian else (
+            f'targets reached {summary["targets_reached"]}/{summary["targets_shown"]} '
+            f'(success rate {summary["success_rate"]:.0%}), ')
+        print(f'{task}chunks accepted {summary["chunks_accepted"]}, rejected '
+              f'{summary["chunks_rejected"]}', file=out)
         for rej in summary['rejections']:
             print(f'  rejected chunk {rej["sequence"]} at {rej["t"]:.1f}s: {rej["summary"]}',
                   file=out)

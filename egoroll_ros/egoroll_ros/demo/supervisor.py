@@ -68,7 +68,9 @@ class DemoSupervisor(Node):
         self.create_subscription(JointState, 'executor/commanded', self._on_commanded, 50)
         self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, 50)
         self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, 50)
+        # The chunk and its verdict arrive on two topics in either order: match by sequence.
         self._inference: dict[int, float] = {}
+        self._forward_latency: dict[int, float] = {}
         self.create_subscription(RolloutStatus, 'policy/status', self._on_status, 10)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50)
         self.create_timer(0.05, self._publish_joy, callback_group=self._safety)
@@ -186,8 +188,14 @@ class DemoSupervisor(Node):
                 self.log.commanded.append(q.tolist())
 
     def _on_chunk(self, msg: ActionChunk) -> None:
+        seq = int(msg.sequence)
         with self.lock:
-            self._inference[int(msg.sequence)] = float(msg.inference_latency)
+            latency = self._forward_latency.pop(seq, None)
+            if latency is None:
+                self._inference[seq] = float(msg.inference_latency)
+            else:
+                self.log.obs_to_forward_excl_inference.append(
+                    latency - float(msg.inference_latency))
 
     def _on_verdict(self, msg: GateVerdict) -> None:
         record = VerdictRecord(
@@ -205,7 +213,9 @@ class DemoSupervisor(Node):
                 obs = msg.chunk_stamp.sec + msg.chunk_stamp.nanosec * 1e-9
                 self.log.obs_to_forward.append(stamp - obs)
                 inference = self._inference.pop(int(msg.sequence), None)
-                if inference is not None:
+                if inference is None:
+                    self._forward_latency[int(msg.sequence)] = stamp - obs
+                else:
                     self.log.obs_to_forward_excl_inference.append(stamp - obs - inference)
 
     def _on_status(self, msg: RolloutStatus) -> None:
