@@ -661,53 +661,7 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
     # Batch-last layout, (3, F, M) and (3, 3, F, M): long numpy inner loops, no copies.
     trans, rots = lim.fk.compute_batch_last(full)
     verdict.ee_paths = trans.transpose(1, 2, 0)                         # (F, M, 3) view
-    frames = config.ee_frames
-    if trans.shape[2] >= 2:
-        if config.enabled('ee_rotation_jump'):
-            # rotation_angles() of consecutive poses, on this layout: rel = Ra^T Rb.
-            rel = np.einsum('kifm,kjfm->ijfm', rots[..., :-1], rots[..., 1:])
-            tr = rel[0, 0] + rel[1, 1] + rel[2, 2]
-            sx = rel[2, 1] - rel[1, 2]
-            sy = rel[0, 2] - rel[2, 0]
-            sz = rel[1, 0] - rel[0, 1]
-            ang = np.arctan2(np.sqrt(sx * sx + sy * sy + sz * sz), tr - 1.0).T  # (M-1, F)
-            lm = config.ee_max_rotation_step
-            out.mask('ee_rotation_jump', ang > lm, ang, lm, frames, offset,
-                     'rotates {v:.6g} rad from the previous pose (max {lim:.6g})')
-        if config.enabled('ee_translation_jump'):
-            d = trans[:, :, 1:] - trans[:, :, :-1]
-            jump = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).T     # (M-1, F)
-            lm = config.ee_max_translation_step
-            out.mask('ee_translation_jump', jump > lm, jump, lm, frames, offset,
-                     'moves {v:.6g} m from the previous pose (max {lim:.6g})')
-    pts = trans[:, :, 1:] if qm is not None else trans                 # chunk points only
-    if config.enabled('ee_workspace') and config.workspace_configured:
-        wmin, wmax = lim.workspace_min, lim.workspace_max                 # (3, 1, 1)
-        outside = (pts < wmin) | (pts > wmax)
-        if outside.any():
-            pts_f = pts.transpose(1, 2, 0)                                # (F, N, 3)
-            wmin, wmax = wmin.ravel(), wmax.ravel()
-            for f, i, ax in zip(*np.nonzero(outside.transpose(1, 2, 0)), strict=True):
-                v = float(pts_f[f, i, ax])
-                limit = float(wmin[ax] if v < wmin[ax] else wmax[ax])
-                out.one('ee_workspace', frames[f], int(i), v, limit,
-                        f"ee_workspace: '{frames[f]}' at point {int(i)}: {'xyz'[ax]} = "
-                        f'{v:.4g} m is outside [{wmin[ax]:.4g}, {wmax[ax]:.4g}]')
-    if qm is not None:
-        d = pts - trans[:, :, :1]
-        dist = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).T          # (N, F)
-        hard = config.ee_hard_translation
-        soft = config.ee_soft_translation
-        if config.enabled('ee_hard_translation'):
-            out.mask('ee_hard_translation', dist > hard, dist, hard, frames, 0,
-                     '{v:.4g} m from the measured pose (hard limit {lim:.4g})')
-        beyond_soft = dist > soft
-        if config.enabled('ee_hard_translation'):
-            beyond_soft &= dist <= hard
-        if config.enabled('ee_soft_translation'):
-            out.mask('ee_soft_translation', beyond_soft, dist, soft, frames, 0,
-                     '{v:.4g} m from the measured pose (soft limit {lim:.4g}: needs '
-                     'confirmation)', soft=True)
+    _ee_path_checks(out, trans, rots, config.ee_frames, config, qm is not None)
 
 
 def ee_pose_path_checks(trans: np.ndarray, rots: np.ndarray, frames: Sequence[str],
@@ -731,33 +685,58 @@ def ee_pose_path_checks(trans: np.ndarray, rots: np.ndarray, frames: Sequence[st
         Every violation found, point indices in the chunk's numbering.
     """
     out = _Collector()
-    offset = 0 if measured_first else 1
-    if trans.shape[1] >= 2:
+    # One implementation, on the batch-last layout check() uses: (3, F, M) and (3, 3, F, M).
+    _ee_path_checks(out, np.asarray(trans).transpose(2, 0, 1),
+                    np.asarray(rots).transpose(2, 3, 0, 1), frames, config, measured_first)
+    return out.items
+
+
+def _ee_path_checks(out: _Collector, trans: np.ndarray, rots: np.ndarray,
+                    frames: Sequence[str], config: GateConfig, measured_first: bool) -> None:
+    """The end-effector checks on pose paths in batch-last layout (long numpy inner loops).
+
+    Args:
+        trans: (3, F, M) positions; rots: (3, 3, F, M) orientations; row/column M indexes
+            the path, whose first entry is the measured pose when ``measured_first``.
+    """
+    offset = 0 if measured_first else 1      # step k ends at point k + offset
+    if trans.shape[2] >= 2:
         if config.enabled('ee_rotation_jump'):
-            ang = rotation_angles(rots[:, :-1], rots[:, 1:]).T
-            lm = np.full(ang.shape, config.ee_max_rotation_step)
+            # rotation_angles() of consecutive poses, on this layout: rel = Ra^T Rb.
+            rel = np.einsum('kifm,kjfm->ijfm', rots[..., :-1], rots[..., 1:])
+            tr = rel[0, 0] + rel[1, 1] + rel[2, 2]
+            sx = rel[2, 1] - rel[1, 2]
+            sy = rel[0, 2] - rel[2, 0]
+            sz = rel[1, 0] - rel[0, 1]
+            ang = np.arctan2(np.sqrt(sx * sx + sy * sy + sz * sz), tr - 1.0).T  # (M-1, F)
+            lm = config.ee_max_rotation_step
             out.mask('ee_rotation_jump', ang > lm, ang, lm, frames, offset,
                      'rotates {v:.6g} rad from the previous pose (max {lim:.6g})')
         if config.enabled('ee_translation_jump'):
-            jump = np.linalg.norm(np.diff(trans, axis=1), axis=2).T
-            lm = np.full(jump.shape, config.ee_max_translation_step)
+            d = trans[:, :, 1:] - trans[:, :, :-1]
+            jump = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).T     # (M-1, F)
+            lm = config.ee_max_translation_step
             out.mask('ee_translation_jump', jump > lm, jump, lm, frames, offset,
                      'moves {v:.6g} m from the previous pose (max {lim:.6g})')
-    pts = trans[:, 1:] if measured_first else trans
+    pts = trans[:, :, 1:] if measured_first else trans                 # chunk points only
     if config.enabled('ee_workspace') and config.workspace_configured:
-        wmin = np.array(config.ee_workspace_min)
-        wmax = np.array(config.ee_workspace_max)
+        wmin = np.asarray(config.ee_workspace_min, dtype=float).reshape(3, 1, 1)
+        wmax = np.asarray(config.ee_workspace_max, dtype=float).reshape(3, 1, 1)
         outside = (pts < wmin) | (pts > wmax)
-        for f, i, ax in zip(*np.nonzero(outside), strict=True):
-            v = float(pts[f, i, ax])
-            limit = float(wmin[ax] if v < wmin[ax] else wmax[ax])
-            out.one('ee_workspace', frames[f], int(i), v, limit,
-                    f"ee_workspace: '{frames[f]}' at point {int(i)}: {'xyz'[ax]} = "
-                    f'{v:.4g} m is outside [{wmin[ax]:.4g}, {wmax[ax]:.4g}]')
+        if outside.any():
+            pts_f = pts.transpose(1, 2, 0)                                # (F, N, 3)
+            wmin, wmax = wmin.ravel(), wmax.ravel()
+            for f, i, ax in zip(*np.nonzero(outside.transpose(1, 2, 0)), strict=True):
+                v = float(pts_f[f, i, ax])
+                limit = float(wmin[ax] if v < wmin[ax] else wmax[ax])
+                out.one('ee_workspace', frames[f], int(i), v, limit,
+                        f"ee_workspace: '{frames[f]}' at point {int(i)}: {'xyz'[ax]} = "
+                        f'{v:.4g} m is outside [{wmin[ax]:.4g}, {wmax[ax]:.4g}]')
     if measured_first:
-        dist = np.linalg.norm(pts - trans[:, :1], axis=2).T
-        hard = np.full(dist.shape, config.ee_hard_translation)
-        soft = np.full(dist.shape, config.ee_soft_translation)
+        d = pts - trans[:, :, :1]
+        dist = np.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]).T          # (N, F)
+        hard = config.ee_hard_translation
+        soft = config.ee_soft_translation
         if config.enabled('ee_hard_translation'):
             out.mask('ee_hard_translation', dist > hard, dist, hard, frames, 0,
                      '{v:.4g} m from the measured pose (hard limit {lim:.4g})')
@@ -768,4 +747,3 @@ def ee_pose_path_checks(trans: np.ndarray, rots: np.ndarray, frames: Sequence[st
             out.mask('ee_soft_translation', beyond_soft, dist, soft, frames, 0,
                      '{v:.4g} m from the measured pose (soft limit {lim:.4g}: needs '
                      'confirmation)', soft=True)
-    return out.items
