@@ -125,6 +125,14 @@ def _step(q: np.ndarray, chunk_positions: np.ndarray, k: int, lag: float,
     return q_next
 
 
+def _episode_start(cfg: DemoTrainingConfig, workspace: Workspace,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A start posture around HOME (gripper at HOME) and a target."""
+    q = np.asarray(HOME, dtype=float).copy()
+    q[:-1] += rng.normal(0.0, cfg.start_noise, q.shape[0] - 1)
+    return q, workspace.sample(rng)
+
+
 def _as_traj(positions: np.ndarray):  # noqa: ANN202 - a JointTrajectoryData
     from egoroll_ros.core.types import JointTrajectoryData
     return JointTrajectoryData(DEMO_JOINTS, np.arange(1, len(positions) + 1, dtype=float),
@@ -149,10 +157,7 @@ def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print, policy: Any =
     n_reached = 0
     n_episodes = cfg.episodes if episodes is None else episodes
     for ep in range(n_episodes):
-        q = np.asarray(HOME, dtype=float).copy()
-        q[:-1] += rng.normal(0.0, cfg.start_noise, q.shape[0] - 1)
-        q[-1] = HOME[-1]
-        target = workspace.sample(rng)
+        q, target = _episode_start(cfg, workspace, rng)
         hold = None
         for k in range(cfg.max_queries):
             chunk = expert.chunk(q, target)
@@ -192,10 +197,7 @@ def evaluate(policy: Any, urdf: Path, cfg: DemoTrainingConfig, episodes: int = 1
     workspace = Workspace()
     results = []
     for _ in range(episodes):
-        q = np.asarray(HOME, dtype=float).copy()
-        q[:-1] += rng.normal(0.0, cfg.start_noise, q.shape[0] - 1)
-        q[-1] = HOME[-1]
-        target = workspace.sample(rng)
+        q, target = _episode_start(cfg, workspace, rng)
         ok = False
         for _ in range(cfg.max_queries):
             obs = Observation(images={'scene': observe(renderer, q, target,

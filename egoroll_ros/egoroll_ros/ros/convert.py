@@ -96,8 +96,8 @@ def chunk_from_msg(msg: ActionChunk) -> Chunk:
                  shadow=bool(msg.shadow), inference_latency=float(msg.inference_latency))
 
 
-def chunk_to_msg(chunk: Chunk, frame_id: str = '') -> ActionChunk:
-    """Convert a Chunk to an ActionChunk message."""
+def _chunk_header_msg(chunk: object, frame_id: str) -> ActionChunk:
+    """An ActionChunk with the fields every action space shares (stamp, sequence, id...)."""
     msg = ActionChunk()
     msg.header.stamp = sec_to_time(chunk.stamp)
     msg.header.frame_id = frame_id
@@ -105,6 +105,12 @@ def chunk_to_msg(chunk: Chunk, frame_id: str = '') -> ActionChunk:
     msg.policy_id = chunk.policy_id
     msg.inference_latency = float(chunk.inference_latency)
     msg.shadow = bool(chunk.shadow)
+    return msg
+
+
+def chunk_to_msg(chunk: Chunk, frame_id: str = '') -> ActionChunk:
+    """Convert a Chunk to an ActionChunk message."""
+    msg = _chunk_header_msg(chunk, frame_id)
     msg.trajectory = trajectory_to_msg(chunk.trajectory)
     return msg
 
@@ -207,13 +213,7 @@ def cartesian_chunk_to_msg(chunk: object, frame_id: str = '') -> ActionChunk:
 
     from egoroll_interfaces.msg import CartesianArmTrajectory
 
-    msg = ActionChunk()
-    msg.header.stamp = sec_to_time(chunk.stamp)
-    msg.header.frame_id = frame_id
-    msg.sequence = int(chunk.sequence)
-    msg.policy_id = chunk.policy_id
-    msg.inference_latency = float(chunk.inference_latency)
-    msg.shadow = bool(chunk.shadow)
+    msg = _chunk_header_msg(chunk, frame_id)
     msg.action_space = ActionChunk.ACTION_SPACE_CARTESIAN
     msg.trajectory.header.stamp = msg.header.stamp
     msg.trajectory.points = [JointTrajectoryPoint(time_from_start=sec_to_duration(float(t)))
