@@ -34,7 +34,8 @@ def test_demonstrations_are_deterministic_and_reach_their_targets():
 
 
 def test_training_writes_a_checkpoint_whose_manifest_vouches_for_every_file(tmp_path):
-    cfg = DemoTrainingConfig(episodes=2, steps=3, batch_size=8)
+    cfg = DemoTrainingConfig(episodes=2, steps=3, batch_size=8, dagger_rounds=1,
+                             dagger_episodes=1, dagger_steps=2)
     manifest = train_demo_policy(tmp_path / 'ckpt', demo_urdf_path(), cfg, eval_episodes=0,
                                  log=None)
     ckpt = tmp_path / 'ckpt'
@@ -43,6 +44,7 @@ def test_training_writes_a_checkpoint_whose_manifest_vouches_for_every_file(tmp_
     for name, digest in manifest['files'].items():
         assert sha256_file(ckpt / name) == digest
     assert ActPolicy.load(ckpt).metadata.action_size == len(DEMO_JOINTS)
+    assert manifest['training']['dagger'][0]['episodes'] == 1, 'the DAgger round ran'
 
 
 def test_shipped_demo_policy_matches_its_manifest():
