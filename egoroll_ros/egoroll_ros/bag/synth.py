@@ -167,14 +167,5 @@ def write_episode(path: str | Path, storage: str = 'mcap', **kwargs: Any) -> Epi
 
 def _latched() -> Any:
     """One reliable, transient-local offered QoS profile (as robot_state_publisher offers)."""
-    from rosbags.interfaces import (
-        Qos,
-        QosDurability,
-        QosHistory,
-        QosLiveliness,
-        QosReliability,
-        QosTime,
-    )
-    inf = QosTime(2147483647, 4294967295)
-    return [Qos(QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
-                inf, inf, QosLiveliness.AUTOMATIC, inf, False)]
+    from egoroll_ros.ros.bagio import latched_qos_profiles
+    return latched_qos_profiles()

@@ -25,7 +25,7 @@ from egoroll_ros.errors import ConfigError
 from egoroll_ros.ros.graph import RosGraph, wait_until
 from egoroll_ros.ros.processes import ProcessLauncher
 
-#: Topics ``--record`` writes (every topic of the demo graph).
+#: Topics ``--record`` writes (every topic of the demo graph; robot_description latched).
 RECORD_TOPICS = [
     ('joint_states', 'sensor_msgs/msg/JointState'),
     ('camera/scene/image_raw', 'sensor_msgs/msg/Image'),
@@ -39,6 +39,7 @@ RECORD_TOPICS = [
     ('executor/planned', 'sensor_msgs/msg/JointState'),
     ('safety/markers', 'visualization_msgs/msg/MarkerArray'),
     ('/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray'),
+    ('robot_description', 'std_msgs/msg/String', 'latched'),
 ]
 
 

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from rclpy.node import Node
-from rclpy.qos import QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
@@ -52,6 +52,22 @@ def typestore() -> Any:
     return store
 
 
+def latched_qos_profiles() -> list[Any]:
+    """rosbags' offered-QoS record of a reliable, transient-local (latched) publisher, as
+    robot_state_publisher offers ``robot_description``; replay republishes such topics latched."""
+    from rosbags.interfaces import (
+        Qos,
+        QosDurability,
+        QosHistory,
+        QosLiveliness,
+        QosReliability,
+        QosTime,
+    )
+    inf = QosTime(2147483647, 4294967295)
+    return [Qos(QosHistory.KEEP_LAST, 1, QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL,
+                inf, inf, QosLiveliness.AUTOMATIC, inf, False)]
+
+
 class BagRecorder:
     """Records topics of a live graph into a rosbag2 (mcap by default).
 
@@ -59,7 +75,9 @@ class BagRecorder:
         node: the node that owns the raw subscriptions.
         path: the bag directory to create (must not exist).
         topics: ``(topic, msgtype)`` pairs, e.g.
-            ``('joint_states', 'sensor_msgs/msg/JointState')``.
+            ``('joint_states', 'sensor_msgs/msg/JointState')``, or ``(topic, msgtype,
+            'latched')`` for a transient-local topic such as ``robot_description`` (subscribed
+            transient local, and stored as latched so replay offers it latched again).
         storage: ``'mcap'`` or ``'sqlite3'``.
     """
 
@@ -74,7 +92,7 @@ class BagRecorder:
         self._node = node
         self._store = typestore()
         self._plugin = plugin
-        self._topics = list(topics)
+        self._topics = [(t[0], t[1], len(t) > 2 and t[2] == 'latched') for t in topics]
         self._queue: queue.Queue = queue.Queue()
         self.counts: dict[str, int] = {}
         self._subs = []
@@ -88,11 +106,13 @@ class BagRecorder:
         self._ready.wait()
         if self._error is not None:
             raise BagError(f'cannot create bag {self.path}: {self._error}') from self._error
-        for topic, msgtype in self._topics:
+        latched_qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                                 reliability=ReliabilityPolicy.RELIABLE)
+        for topic, msgtype, latched in self._topics:
             self.counts[topic] = 0
             self._subs.append(node.create_subscription(
-                message_class(msgtype), topic, self._callback(topic, self._conns[topic]), qos,
-                raw=True))
+                message_class(msgtype), topic, self._callback(topic, self._conns[topic]),
+                latched_qos if latched else qos, raw=True))
 
     def _callback(self, topic: str, conn: Any):  # noqa: ANN202
         def on_raw(data: bytes) -> None:
@@ -105,9 +125,11 @@ class BagRecorder:
         try:
             writer = Writer(self.path, version=9, storage_plugin=self._plugin)
             writer.open()
-            for topic, msgtype in self._topics:
+            for topic, msgtype, latched in self._topics:
+                extra = {'offered_qos_profiles': latched_qos_profiles()} if latched else {}
                 self._conns[topic] = writer.add_connection(
-                    self._node.resolve_topic_name(topic), msgtype, typestore=self._store)
+                    self._node.resolve_topic_name(topic), msgtype, typestore=self._store,
+                    **extra)
         except Exception as exc:  # noqa: BLE001 - reported by the constructor
             self._error = exc
             self._ready.set()
