@@ -64,6 +64,9 @@ class DemoTrainingConfig:
             in closed loop.
         pool_size, coord_conv: image encoding of the model (finer tokens and pixel-coordinate
             channels: the task hinges on where the target disc is in the frame).
+        relative_actions: the model predicts offsets from the measured joints (precision: a
+            few centimetres at the tool are small joint offsets but a tiny fraction of the
+            absolute joint ranges).
         seed: everything random derives from it.
     """
 
@@ -86,6 +89,7 @@ class DemoTrainingConfig:
     lr: float = 1e-3
     pool_size: int = 8
     coord_conv: bool = True
+    relative_actions: bool = True
     seed: int = 0
 
 
@@ -247,7 +251,8 @@ def train_demo_policy(out_dir: Path, urdf: Path, cfg: DemoTrainingConfig | None 
         f'({data.episodes_reached} reached) in {t_collect:.0f} s; training {cfg.steps} steps')
     t1 = time.monotonic()
     common = dict(step_period=EXPERT_DT, batch_size=cfg.batch_size, lr=cfg.lr, seed=cfg.seed,
-                  pool_size=cfg.pool_size, coord_conv=cfg.coord_conv)
+                  pool_size=cfg.pool_size, coord_conv=cfg.coord_conv,
+                  relative_actions=cfg.relative_actions)
     result = train_act({'scene': data.images}, data.states, data.actions, out_dir,
                        steps=cfg.steps, log_every=max(1, cfg.steps // 10), **common)
     rounds = []

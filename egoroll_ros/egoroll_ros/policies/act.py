@@ -57,6 +57,10 @@ class ActConfig:
         pool_size: the image features are pooled to pool_size x pool_size tokens per camera.
         coord_conv: append normalised x/y pixel-coordinate channels to each image, which
             helps the encoder localise things (e.g. a task target) in the frame.
+        relative_actions: the network predicts each chunk point minus the current state
+            (needs action_size == state_size); the output is still absolute targets. Small
+            offsets keep their precision after normalisation, absolute positions spread over
+            the whole workspace do not. The normalisation statistics are of the offsets.
     """
 
     state_size: int
@@ -72,6 +76,7 @@ class ActConfig:
     dropout: float = 0.0
     pool_size: int = 4
     coord_conv: bool = False
+    relative_actions: bool = False
 
     @classmethod
     def from_json(cls, data: Any, source: str) -> ActConfig:
@@ -93,8 +98,12 @@ class ActConfig:
             v = getattr(cfg, name)
             if not isinstance(v, int) or v < 1:
                 raise CheckpointError(f"{source}: '{name}' must be a positive integer, got {v!r}")
-        if not isinstance(cfg.coord_conv, bool):
-            raise CheckpointError(f"{source}: 'coord_conv' must be true or false")
+        for flag in ('coord_conv', 'relative_actions'):
+            if not isinstance(getattr(cfg, flag), bool):
+                raise CheckpointError(f"{source}: '{flag}' must be true or false")
+        if cfg.relative_actions and cfg.action_size != cfg.state_size:
+            raise CheckpointError(f"{source}: 'relative_actions' needs action_size == "
+                                  f'state_size, got {cfg.action_size} and {cfg.state_size}')
         if cfg.d_model % cfg.n_heads:
             raise CheckpointError(f"{source}: 'd_model' must be a multiple of 'n_heads'")
         if not (isinstance(cfg.step_period, (int, float)) and math.isfinite(cfg.step_period)
@@ -219,7 +228,10 @@ class ActPolicy(Policy):
                                   image_tensors(observation, self._meta))
         except (RuntimeError, ValueError, KeyError) as exc:
             raise PolicyError(f'egoroll_act inference failed: {exc}') from None
-        return self._norm.unnormalize_action(out[0].double().numpy())
+        chunk = self._norm.unnormalize_action(out[0].double().numpy())
+        if self._cfg.relative_actions:
+            chunk = chunk + np.asarray(observation.state, dtype=np.float64)[None, :]
+        return chunk
 
 
 @dataclass(frozen=True)
@@ -243,7 +255,8 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
               image_size: tuple[int, int] | None = None, d_model: int = 64, n_heads: int = 4,
               n_layers: int = 2, dim_feedforward: int = 128, conv_channels: int = 16,
               weight_decay: float = 1e-4, log_every: int = 0, pool_size: int = 4,
-              coord_conv: bool = False, init: str | Path | None = None) -> TrainResult:
+              coord_conv: bool = False, init: str | Path | None = None,
+              relative_actions: bool = False) -> TrainResult:
     """Train an egoroll_act policy on demonstrations and write its checkpoint directory.
 
     Args:
@@ -261,6 +274,7 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
         d_model, n_heads, n_layers, dim_feedforward, conv_channels, pool_size, coord_conv:
             model size and image encoding (see :class:`ActConfig`).
         log_every: print the loss every so many steps (0: silent).
+        relative_actions: see :class:`ActConfig` (``actions`` stay absolute here).
         init: an egoroll_act checkpoint to continue training from (its config and
             normalisation are kept, e.g. for DAgger rounds on aggregated data); the model-size
             arguments are then ignored.
@@ -294,8 +308,12 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
                     chunk_length=actions.shape[1], step_period=float(step_period), cameras=cams,
                     d_model=d_model, n_heads=n_heads, n_layers=n_layers,
                     dim_feedforward=dim_feedforward, conv_channels=conv_channels,
-                    pool_size=pool_size, coord_conv=coord_conv)
-    norm = Normalization.fit(states, actions)
+                    pool_size=pool_size, coord_conv=coord_conv,
+                    relative_actions=relative_actions)
+    if relative_actions and actions.shape[2] != states.shape[1]:
+        raise ValueError('relative_actions needs actions and states of the same width')
+    norm = Normalization.fit(states, actions - states[:, None, :] if relative_actions
+                             else actions)
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = ActModel(cfg)
@@ -310,7 +328,8 @@ def train_act(images: Mapping[str, np.ndarray], states: np.ndarray, actions: np.
         model.load_state_dict(base._model.state_dict())
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     s_all = torch.from_numpy(norm.normalize_state(states).astype(np.float32))
-    a_all = torch.from_numpy(((actions - norm.action.mean) / norm.action.std).astype(np.float32))
+    targets = actions - states[:, None, :] if cfg.relative_actions else actions
+    a_all = torch.from_numpy(((targets - norm.action.mean) / norm.action.std).astype(np.float32))
     img_all = {cam: torch.from_numpy(np.ascontiguousarray(images[cam])) for cam in cams}
     losses = []
     model.train()

@@ -266,3 +266,29 @@ def test_cache_dir_follows_env_then_xdg(tmp_path, monkeypatch):
     monkeypatch.delenv('EGOROLL_CACHE_DIR')
     monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'xdg'))
     assert cache_dir(create=False) == tmp_path / 'xdg' / 'egoroll'
+
+
+def test_act_relative_actions_predict_absolute_targets_around_the_state(tmp_path):
+    """With relative_actions the network learns offsets; the output is still absolute."""
+    rng = np.random.default_rng(3)
+    n, h = 8, 3
+    states = rng.normal(size=(n, 8)) * 2.0
+    offsets = np.full((h, 8), 0.05) * np.arange(1, h + 1)[:, None]
+    actions = states[:, None, :] + offsets[None]            # absolute: state + fixed offsets
+    images = {'scene': np.full((n, 24, 32, 3), 100, np.uint8)}
+    res = act.train_act(images, states, actions, tmp_path / 'rel', step_period=0.05,
+                        steps=300, batch_size=8, d_model=16, n_heads=2, n_layers=1,
+                        dim_feedforward=32, conv_channels=4, relative_actions=True, lr=3e-3)
+    policy = act.ActPolicy.load(res.path)
+    state = np.linspace(-3.0, 3.0, 8)                        # far from every training state
+    out = policy.predict_chunk(_obs(policy.metadata, state))
+    np.testing.assert_allclose(out - state[None, :], offsets, atol=0.02)
+    cfg = json.loads((res.path / 'config.json').read_text())
+    assert cfg['relative_actions'] is True
+
+
+def test_act_relative_actions_need_actions_as_wide_as_the_state(tmp_path):
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match='same width'):
+        act.train_act({}, rng.normal(size=(4, 8)), rng.normal(size=(4, 2, 7)),
+                      tmp_path / 'x', step_period=0.05, steps=1, relative_actions=True)
