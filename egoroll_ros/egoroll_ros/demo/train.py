@@ -82,7 +82,7 @@ class DemoTrainingConfig:
     policy_image_size: tuple[int, int] = (96, 96)
     fov_deg: float = 50.0
     steps: int = 3000
-    dagger_rounds: int = 2
+    dagger_rounds: int = 0
     dagger_episodes: int = 150
     dagger_steps: int = 1500
     batch_size: int = 64

@@ -36,6 +36,17 @@ def executable_path(name: str) -> str:
     return str(path)
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG), so
+    a killed test run or demo never leaves node processes driving a graph behind it."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass                                     # not Linux: stop_all() still stops them
+
+
 class NodeProcess:
     """One node running in a subprocess, its output captured in a log file."""
 
@@ -48,7 +59,7 @@ class NodeProcess:
         self._log = open(log_path, 'w')  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, env=dict(env),
-                                      start_new_session=True)
+                                      start_new_session=True, preexec_fn=_die_with_parent)
 
     @property
     def fqn(self) -> str:
