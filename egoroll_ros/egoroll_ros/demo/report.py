@@ -45,6 +45,7 @@ class DemoLog:
     verdicts: list[VerdictRecord] = field(default_factory=list)
     targets: list[TargetRecord] = field(default_factory=list)
     executor_errors: list[str] = field(default_factory=list)
+    executor_refusals: list[str] = field(default_factory=list)
     gate_faults: list[str] = field(default_factory=list)
     policy_faults: list[str] = field(default_factory=list)
     inference_latencies: list[float] = field(default_factory=list)
@@ -136,6 +137,7 @@ def summarize(log: DemoLog, duration: float, task: bool = True) -> dict[str, Any
         'executor_ticks': log.executor_ticks,
         'executor_late_ticks': log.executor_late_ticks,
         'executor_errors': log.executor_errors,
+        'executor_refusals': log.executor_refusals,
         'gate_faults': log.gate_faults,
         'policy_faults': log.policy_faults,
         'failures': failures,

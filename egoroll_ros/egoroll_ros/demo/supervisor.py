@@ -27,6 +27,14 @@ from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.demo.report import DemoLog, TargetRecord, VerdictRecord
 from egoroll_ros.ros.graph import wait_until
 
+#: Executor result codes that end an execution abnormally (the robot stopped mid-motion). Other
+#: codes are goals the executor refused, e.g. OLD_SEQUENCE when two goals sent a millisecond
+#: apart reach its (concurrent) execute callbacks out of order: the newer one runs, the older
+#: one is refused as the spec says; reported in the summary, not a failure of the run.
+EXECUTION_ABORTS = frozenset({'PATH_TOLERANCE_VIOLATED', 'GOAL_TOLERANCE_VIOLATED',
+                              'STALE_STATE', 'NO_STATE', 'COMMAND_TIMEOUT', 'LIMIT_VIOLATED',
+                              'SHUTDOWN'})
+
 
 class DemoSupervisor(Node):
     """Operator + task stand-in for ``egoroll demo`` (see the module docstring).
@@ -243,10 +251,15 @@ class DemoSupervisor(Node):
                         self.log.executor_ticks = int(values['ticks'])
                         self.log.executor_late_ticks = int(values.get('late_ticks', '0'))
                     err = values.get('last_error', '')
-                    expected = self.stopping and 'COMMAND_TIMEOUT' in err
-                    if err and not expected and err not in self.log.executor_errors \
-                            and self.t0 is not None:
-                        self.log.executor_errors.append(err)
+                    if not err or self.t0 is None:
+                        continue
+                    code = err.split(': ')[1] if err.count(': ') >= 1 else ''
+                    expected = self.stopping and code == 'COMMAND_TIMEOUT'
+                    if code in EXECUTION_ABORTS and not expected:
+                        if err not in self.log.executor_errors:
+                            self.log.executor_errors.append(err)
+                    elif err not in self.log.executor_refusals:
+                        self.log.executor_refusals.append(err)
 
     def counts(self) -> tuple[int, int, int, int]:
         """(accepted, rejected, targets reached, targets shown) of live chunks so far."""

@@ -56,7 +56,10 @@ class DemoTrainingConfig:
         start_noise: std of the start posture around HOME (rad).
         camera_size: rendered frame (height, width): what sim_camera publishes.
         policy_image_size: (height, width) the policy takes (the node resizes).
-        fov_deg: the camera's horizontal field of view (sim_camera's default).
+        fov_deg, target_radius, camera_frame: the camera's horizontal field of view, drawn
+            target size and optical frame. Rendering must match the live sim_camera exactly
+            (config/sim_camera.yaml; a test keeps them equal): the first trained policy saw a
+            0.025 m disc offline and a 0.03 m one live.
         steps, batch_size, lr: training on the expert's demonstrations.
         dagger_rounds, dagger_episodes, dagger_steps: DAgger: roll the trained policy out,
             label the states it visits with the expert, add them, train on (continuing from
@@ -81,6 +84,8 @@ class DemoTrainingConfig:
     camera_size: tuple[int, int] = (224, 224)
     policy_image_size: tuple[int, int] = (96, 96)
     fov_deg: float = 50.0
+    target_radius: float = 0.03
+    camera_frame: str = 'camera_optical_frame'
     steps: int = 3000
     dagger_rounds: int = 0
     dagger_episodes: int = 150
@@ -108,7 +113,8 @@ def _setup(urdf: Path, cfg: DemoTrainingConfig) -> tuple[RobotModel, ReachExpert
     model = RobotModel.from_file(urdf)
     expert = ReachExpert(model)
     h, w = cfg.camera_size
-    renderer = SceneRenderer(model, Intrinsics.from_fov(w, h, cfg.fov_deg))
+    renderer = SceneRenderer(model, Intrinsics.from_fov(w, h, cfg.fov_deg),
+                             camera_frame=cfg.camera_frame, target_radius=cfg.target_radius)
     if renderer.joint_names != DEMO_JOINTS:
         raise ValueError(f'{urdf}: renderer joints {renderer.joint_names} != {DEMO_JOINTS}')
     return model, expert, renderer
