@@ -73,6 +73,7 @@ class ExecutorConfig:
     stop_behavior: str = 'hold'
     idle_output: str = 'hold'
     interpolation: str = 'auto'
+    blend_time: float = 0.0
 
     def __post_init__(self) -> None:
         joints = tuple(self.joints)
@@ -497,7 +498,8 @@ class ExecutorCore:
             continuous = False
         try:
             traj, _ = splice(now, q, v, a, g.times, g.positions, g.velocities,
-                             g.accelerations, self.config.interpolation)
+                             g.accelerations, self.config.interpolation,
+                             lead=self.config.blend_time)
         except TrajectoryError as exc:
             self._end(new, exc.code, str(exc), now)
             self._stop(now)

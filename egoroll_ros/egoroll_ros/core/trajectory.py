@@ -243,10 +243,10 @@ def resolve_kind(interpolation: str, has_accelerations: bool) -> str:
 
 def splice(t: float, position: np.ndarray, velocity: np.ndarray, acceleration: np.ndarray,
            times: np.ndarray, positions: np.ndarray, velocities: np.ndarray | None,
-           accelerations: np.ndarray | None, interpolation: str = 'auto'
-           ) -> tuple[PiecewiseTrajectory, int]:
+           accelerations: np.ndarray | None, interpolation: str = 'auto',
+           lead: float = 0.0) -> tuple[PiecewiseTrajectory, int]:
     """A trajectory that starts at the given state at ``t`` and passes through every point later
-    than ``t``.
+    than ``t + lead``.
 
     The blend into the first future point starts from ``position`` and ``velocity`` (and
     ``acceleration`` for quintic), so a preempting trajectory continues the current setpoint.
@@ -257,6 +257,9 @@ def splice(t: float, position: np.ndarray, velocity: np.ndarray, acceleration: n
         times: shape (N,), absolute point times, strictly increasing.
         positions: shape (N, J); velocities, accelerations: shape (N, J) or None.
         interpolation: one of :data:`INTERPOLATIONS`.
+        lead: points due within ``lead`` seconds of ``t`` are dropped like past ones, so the
+            blend from the current setpoint into the new path lasts at least that long (a
+            chunk that arrives late would otherwise have to be joined within a few ms).
 
     Returns:
         The trajectory and the index (in ``times``) of the first point kept.
@@ -264,10 +267,11 @@ def splice(t: float, position: np.ndarray, velocity: np.ndarray, acceleration: n
     Raises:
         TrajectoryError: ``TRAJECTORY_IN_PAST`` when no point is later than ``t``.
     """
-    first = int(np.searchsorted(times, t, side='right'))
+    first = int(np.searchsorted(times, t + lead, side='right'))
     if first >= len(times):
         raise TrajectoryError('TRAJECTORY_IN_PAST',
-                              f'every point is in the past (last point {t - times[-1]:.3f} s ago)')
+                              f'every point is in the past or within the blend time {lead:g} s '
+                              f'(last point {t - times[-1]:.3f} s ago)')
     kind = resolve_kind(interpolation, accelerations is not None)
     kt = np.concatenate([[t], times[first:]])
     kq = np.vstack([position, positions[first:]])

@@ -31,6 +31,7 @@ class TargetRecord:
     t_set: float
     position: list[float]
     t_reached: float | None = None
+    min_distance: float = float('inf')
 
 
 @dataclass
@@ -128,6 +129,7 @@ def summarize(log: DemoLog, duration: float, task: bool = True) -> dict[str, Any
         'targets_reached': len(reached),
         'success_rate': (len(reached) / len(finished)) if finished else 0.0,
         'time_to_reach_s': [t.t_reached - t.t_set for t in reached],
+        'closest_approach_m': [round(t.min_distance, 4) for t in log.targets],
         'tracking_error': tracking_error(log),
         'inference_latency_s': _percentiles(log.inference_latencies),
         'gate_check_duration_s': _percentiles(log.gate_check_durations),

@@ -22,7 +22,7 @@ from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
-from egoroll_ros.core.demo_task import ReachExpert, Workspace, reached
+from egoroll_ros.core.demo_task import TABLE_WORKSPACE, ReachExpert, reached
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.demo.report import DemoLog, TargetRecord, VerdictRecord
 from egoroll_ros.ros.graph import wait_until
@@ -56,7 +56,7 @@ class DemoSupervisor(Node):
         self.log = DemoLog(joint_names=list(joints))
         self.lock = threading.Lock()
         self._expert = ReachExpert(model, joint_names=self.joints)
-        self._workspace = Workspace()
+        self._workspace = TABLE_WORKSPACE
         self._rng = np.random.default_rng(seed)
         self._hold_time = hold_time
         self._target_timeout = target_timeout
@@ -159,6 +159,7 @@ class DemoSupervisor(Node):
         with self.lock:
             self.tool_distance = dist
             record = self.log.targets[-1]
+            record.min_distance = min(record.min_distance, dist)
             if record.t_reached is None and reached(self._expert.tool_position(q), target):
                 record.t_reached = t
                 self._reached_at = t

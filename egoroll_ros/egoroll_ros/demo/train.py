@@ -24,6 +24,7 @@ import numpy as np
 from egoroll_ros.core.demo_task import (
     DEMO_JOINTS,
     HOME,
+    TABLE_WORKSPACE,
     ExpertConfig,
     ReachExpert,
     Workspace,
@@ -162,7 +163,7 @@ def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print, policy: Any =
 
     _, expert, renderer = _setup(urdf, cfg)
     rng = np.random.default_rng(cfg.seed if seed is None else seed)
-    workspace = Workspace()
+    workspace = TABLE_WORKSPACE
     images, states, actions = [], [], []
     n_reached = 0
     n_episodes = cfg.episodes if episodes is None else episodes
@@ -204,7 +205,7 @@ def evaluate(policy: Any, urdf: Path, cfg: DemoTrainingConfig, episodes: int = 1
 
     _, expert, renderer = _setup(urdf, cfg)
     rng = np.random.default_rng(seed)
-    workspace = Workspace()
+    workspace = TABLE_WORKSPACE
     results = []
     for _ in range(episodes):
         q, target = _episode_start(cfg, workspace, rng)

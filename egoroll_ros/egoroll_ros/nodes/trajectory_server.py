@@ -83,6 +83,10 @@ PARAMS = [
           'or go silent.', choices=IDLE_OUTPUTS, read_only=True),
     Param('interpolation', str, 'auto', 'auto (quintic with accelerations, else cubic), '
           'linear, cubic or quintic.', choices=INTERPOLATIONS, read_only=True),
+    Param('blend_time', float, 0.0, 'When a goal is adopted, its points due within this many '
+          'seconds are dropped like past points, so the blend from the current setpoint into '
+          'the new path lasts at least this long (s); 0: only past points are dropped.',
+          min=0.0, max=1.0, read_only=True),
     Param('feedback_rate', float, 20.0, 'Action feedback rate (Hz).', min=0.1, max=1000.0,
           read_only=True),
     Param('planned_rate', float, 10.0, 'Rate of executor/planned (Hz).', min=0.1, max=1000.0,
@@ -118,7 +122,8 @@ class TrajectoryServer(Node):
             goal_time_tolerance=p['goal_time_tolerance'],
             max_velocity=tuple(p['max_velocity']),
             max_acceleration=tuple(p['max_acceleration']), stop_behavior=p['stop_behavior'],
-            idle_output=p['idle_output'], interpolation=p['interpolation'])
+            idle_output=p['idle_output'], interpolation=p['interpolation'],
+            blend_time=p['blend_time'])
         self.interface = p['command_interface']
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))

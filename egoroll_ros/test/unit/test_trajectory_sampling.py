@@ -92,6 +92,21 @@ def test_splice_starts_at_the_current_state_and_drops_past_points():
     np.testing.assert_array_equal(tr.times, [1.2, 1.5, 2.0])
 
 
+def test_splice_with_a_blend_time_drops_points_due_too_soon_to_reach_smoothly():
+    times = np.array([1.25, 1.5, 2.0])
+    pos = np.array([[1.0], [2.0], [3.0]])
+    q0, v0 = np.array([0.9]), np.zeros(1)
+    # Without a lead, 1.25 is joined 0.05 s after the splice: 0.1 rad in 50 ms.
+    tr, first = splice(1.2, q0, v0, np.zeros(1), times, pos, None, None, 'cubic')
+    assert first == 0
+    tr, first = splice(1.2, q0, v0, np.zeros(1), times, pos, None, None, 'cubic', lead=0.1)
+    assert first == 1
+    np.testing.assert_array_equal(tr.times, [1.2, 1.5, 2.0])
+    with pytest.raises(TrajectoryError) as err:
+        splice(1.2, q0, v0, np.zeros(1), times, pos, None, None, 'cubic', lead=1.0)
+    assert err.value.code == 'TRAJECTORY_IN_PAST'
+
+
 def test_splice_of_a_trajectory_entirely_in_the_past_is_refused():
     with pytest.raises(TrajectoryError) as err:
         splice(3.0, np.zeros(1), np.zeros(1), np.zeros(1), np.array([1.0, 2.0]),
