@@ -7,6 +7,7 @@ an e-stop, a released deadman, or stale joint_states. See ``docs/safety_gate.md`
 
 from __future__ import annotations
 
+import collections
 import math
 import sys
 import threading
@@ -36,6 +37,7 @@ from egoroll_ros.core.gate import (
     Violation,
     check,
     config_from_params,
+    measured_at_observation,
     prepare,
 )
 from egoroll_ros.core.ik import IkParams
@@ -177,6 +179,9 @@ class SafetyGate(Node):
         self._model: RobotModel | None = None
         self._model_error = 'no robot model received yet (robot_description)'
         self._js = None
+        # Recent joint_states (about 2.5 s at 100 Hz): chunks are checked against the state
+        # their observation saw (core.gate.measured_at_observation).
+        self._js_history: collections.deque = collections.deque(maxlen=256)
         self._last_forwarded: int | None = None
         self._goal_handle = None
         self._goal_seq: int | None = None
@@ -267,6 +272,7 @@ class SafetyGate(Node):
             return
         with self._lock:
             self._js = js
+            self._js_history.append(js)
 
     def _on_joy(self, msg: Joy) -> None:
         p = self.p
@@ -333,7 +339,8 @@ class SafetyGate(Node):
 
     def _validate(self, chunk: Chunk) -> Verdict:
         with self._lock:
-            model, js, model_error = self._model, self._js, self._model_error
+            model, model_error = self._model, self._model_error
+            js = measured_at_observation(self._js_history, chunk.stamp)
         if model is None:
             t0 = time.perf_counter()
             return Verdict([Violation('robot_model', '', WHOLE_CHUNK, math.nan, math.nan,
@@ -352,7 +359,8 @@ class SafetyGate(Node):
             self._decide(msg, None, verdict)
             return
         with self._lock:
-            model, js = self._model, self._js
+            model = self._model
+            js = measured_at_observation(self._js_history, cchunk.stamp)
         now = self.get_clock().now().nanoseconds * 1e-9
         outcome = check_cartesian(cchunk, js, model, self.config, self.cartesian_config,
                                   now=now, steady_now=time.monotonic())

@@ -330,3 +330,21 @@ def test_declared_velocities_and_accelerations_are_checked():
 
 def test_all_arm_joints_are_in_the_test_config():
     assert J == ARM
+
+
+def test_chunks_are_checked_against_the_state_their_observation_saw():
+    """A moving arm: point 0 continues from the state at the observation stamp; the newer
+    measurement (the arm kept moving during inference) must not make it look like a reversal."""
+    from egoroll_ros.core.gate import measured_at_observation
+    from egoroll_ros.core.types import JointStateData
+
+    names = ('a', 'b')
+    history = [JointStateData(names, np.array([0.01 * k, 0.0]), stamp=10.0 + 0.01 * k,
+                              received=100.0 + 0.01 * k) for k in range(30)]
+    seen = measured_at_observation(history, 10.105)
+    assert seen.stamp == pytest.approx(10.10) and seen.positions[0] == pytest.approx(0.10)
+    assert seen.received == history[-1].received, 'staleness is judged on the newest sample'
+    oldest = measured_at_observation(history, 9.0)
+    assert oldest.stamp == history[0].stamp and oldest.received == history[-1].received
+    assert measured_at_observation(history, 11.0) is history[-1]
+    assert measured_at_observation([], 10.0) is None
