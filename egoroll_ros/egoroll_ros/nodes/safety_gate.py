@@ -28,7 +28,11 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
-from egoroll_ros.core.cartesian import cartesian_config_from_params, check_cartesian
+from egoroll_ros.core.cartesian import (
+    cartesian_config_from_params,
+    check_cartesian,
+    prepare_cartesian,
+)
 from egoroll_ros.core.gate import (
     OPTIONAL_CHECKS,
     WHOLE_CHUNK,
@@ -248,6 +252,10 @@ class SafetyGate(Node):
         try:
             model = RobotModel.from_file(path) if path else RobotModel(text or '')
             prepare(model, self.config)
+            if self.cartesian_config.arms:
+                # Resolve the IK solvers now (validates the arms against this model, and the
+                # first Cartesian chunk does not pay for it: it cost ~0.5 s, past max_chunk_age).
+                prepare_cartesian(model, self.config, self.cartesian_config)
         except (RobotModelError, ConfigError) as exc:
             with self._lock:
                 self._model = None
