@@ -14,7 +14,6 @@ import sys
 import time
 from typing import Any
 
-from rclpy.action import get_action_server_names_and_types_by_node
 from rclpy.node import Node
 import yaml
 
@@ -160,26 +159,24 @@ class ProcessLauncher:
         srvs = [self._resolve(proc, s) for s in services]
         acts = [self._resolve(proc, a) for a in actions]
 
+        def mine(infos: list) -> bool:
+            return any(i.node_name == proc.name and i.node_namespace == node_ns for i in infos)
+
         def missing() -> list[str]:
-            out = []
-            try:
-                have_pub = {n for n, _ in self.probe.get_publisher_names_and_types_by_node(
-                    proc.name, node_ns)}
-                have_sub = {n for n, _ in self.probe.get_subscriber_names_and_types_by_node(
-                    proc.name, node_ns)}
-                have_srv = {n for n, _ in self.probe.get_service_names_and_types_by_node(
-                    proc.name, node_ns)}
-                have_act = {n for n, _ in get_action_server_names_and_types_by_node(
-                    self.probe, proc.name, node_ns)}
-            except Exception:  # noqa: BLE001 - node not discovered yet
+            # Topic- and name-level graph queries only: polling the per-node queries of rclpy
+            # (which raise until the node is discovered) left this process spinning a core for
+            # as long as it lived afterwards, starving every node on a 2-core machine.
+            if proc.name not in self.probe.get_node_names():
                 return ['node ' + proc.fqn]
-            out += [f'publisher {t}' for t in pubs if t not in have_pub]
-            out += [f'subscription {t}' for t in subs if t not in have_sub]
-            out += [f'service {s}' for s in srvs if s not in have_srv]
-            out += [f'action {a}' for a in acts if a not in have_act]
-            if not (pubs or subs or srvs or acts) and proc.name not in \
-                    self.probe.get_node_names():
-                out.append('node ' + proc.fqn)
+            out = [f'publisher {t}' for t in pubs
+                   if not mine(self.probe.get_publishers_info_by_topic(t))]
+            out += [f'subscription {t}' for t in subs
+                    if not mine(self.probe.get_subscriptions_info_by_topic(t))]
+            if srvs or acts:
+                names = {n for n, _ in self.probe.get_service_names_and_types()}
+                out += [f'service {s}' for s in srvs if s not in names]
+                # An action server shows as its hidden send_goal service.
+                out += [f'action {a}' for a in acts if f'{a}/_action/send_goal' not in names]
             return out
 
         deadline = time.monotonic() + timeout

@@ -22,7 +22,6 @@ import fcntl
 import gc
 import os
 from pathlib import Path
-import sys
 import tempfile
 from typing import TextIO
 
@@ -96,11 +95,6 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     os.environ.pop('ROS_STATIC_PEERS', None)
     os.environ.setdefault('RCUTILS_COLORIZED_OUTPUT', '0')
-    # Tests run several nodes in ONE Python process, which the installed scripts never do; a
-    # node with its own control thread (trajectory_server's main() does the same) must get the
-    # interpreter back within a fraction of a period, not after Python's default 5 ms slices
-    # taken by DDS callbacks: otherwise its ticks (and the tests' timing) slip by many periods.
-    sys.setswitchinterval(0.0002)
     os.environ.setdefault('PYTHONUNBUFFERED', '1')
 
 

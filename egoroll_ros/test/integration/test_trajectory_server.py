@@ -5,6 +5,8 @@ callback on these 2-core machines, and every setpoint is a callback for the sim 
 
 from __future__ import annotations
 
+import sys
+
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
@@ -17,11 +19,22 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_ros.core.executor import CODES
 from egoroll_ros.nodes.sim_robot import SimRobot
-from egoroll_ros.nodes.trajectory_server import TrajectoryServer
+from egoroll_ros.nodes.trajectory_server import SWITCH_INTERVAL, TrajectoryServer
 from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, time_to_sec
 from egoroll_ros.testing import wait_until
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True, scope='module')
+def _control_thread_gets_the_gil():
+    """The server here shares one Python process with the sim and the client, which the
+    installed script (whose main() sets this) never does: give its control thread the
+    interpreter back as promptly as main() would, or its ticks wait behind DDS callbacks."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    yield
+    sys.setswitchinterval(previous)
 R = ExecuteTrajectory.Result
 J = ['j1', 'j2', 'j3']
 VMAX = 2.0
