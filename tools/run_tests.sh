@@ -13,4 +13,6 @@ if [ "$#" -eq 0 ]; then
 fi
 echo "== pytest =="
 # -p no:cacheprovider: never write next to the sources of a read-only checkout.
+# Integration tests (real processes over DDS) get up to 2 reruns on failure, see
+# egoroll_ros.testing.pytest_plugin; unit tests never do.
 exec tools/in_env.sh pytest -p no:cacheprovider "$@"
