@@ -205,7 +205,6 @@ def test_out_of_order_sequences_are_dropped(rig):
         assert [v.check for v in verdict.violations] == ['old_sequence']
     assert rig.send(6).forwarded
     wait_until(lambda: rig.server.sequences() == [5, 6], 5.0, 'goals 5 and 6')
-    assert rig.server.canceled == []
 
 
 def test_shadow_chunks_get_a_verdict_and_are_never_forwarded(rig):
