@@ -29,13 +29,6 @@ def _cmd_train_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _not_yet(name: str):  # noqa: ANN202
-    def run(args: argparse.Namespace) -> int:
-        print(f'egoroll {name}: not implemented yet', file=sys.stderr)
-        return 2
-    return run
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``egoroll`` command."""
     parser = argparse.ArgumentParser(
