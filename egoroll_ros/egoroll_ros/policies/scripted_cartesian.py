@@ -10,9 +10,15 @@ hardware for the actions, through ONE convention object) is exercised end to end
 conversion applied in one direction only would turn the tool and the gate would reject the
 chunk (rotation jump).
 
-Motion: angle ``theta(t) = omega (t - tau (1 - exp(-t / tau)))`` (speed ramps up from 0 with
-time constant ``tau``), ``t`` = seconds since the first observation after :meth:`reset` (from
-observation stamps, so the output is a pure function of the stamps and the first state).
+Motion: the circle's centre is ``radius`` along -x from the position measured at the first
+observation after :meth:`reset`. Each chunk starts at the angle of the MEASURED position about
+that centre and advances by ``theta(t + dt_k) - theta(t)``, where
+``theta(t) = omega (t - tau (1 - exp(-t / tau)))`` (speed ramps up from 0 with time constant
+``tau``) and ``t`` = seconds since that first observation (observation stamps). So the policy
+is closed loop in its phase, as a learned one is: when the arm stops (the executor held on a
+stale joint state, a chunk was rejected) the next chunk continues from where the arm IS, not
+from where an open-loop clock says it should be by now (which would be a jump the gate rejects).
+The output is a pure function of the stamps, the first state and the current state.
 Defaults: radius 0.03 m, period 6 s (0.031 m/s), 10 points every 0.1 s: per point <= 3.2 mm
 (the demo gate allows 0.05 m), a chunk spans <= 0.032 m from the measured pose (soft limit
 0.10 m), no rotation.
@@ -67,13 +73,34 @@ def circle_angle(t: np.ndarray, period: float, ramp: float) -> np.ndarray:
     return omega * (t - ramp * (1.0 - np.exp(-t / ramp)))
 
 
-def circle_positions(start: np.ndarray, t: np.ndarray, radius: float, period: float,
-                     ramp: float) -> np.ndarray:
-    """(N, 3) points of the circle through ``start`` (centre ``start - radius x``) in the
-    x-y plane of the frame ``start`` is in, at times ``t`` since the start."""
-    theta = circle_angle(t, period, ramp)
+def circle_points(start: np.ndarray, theta: np.ndarray, radius: float) -> np.ndarray:
+    """(N, 3) points at angles ``theta`` of the circle through ``start`` (centre
+    ``start - radius x``) in the x-y plane of the frame ``start`` is in (z of ``start``)."""
+    theta = np.asarray(theta, dtype=float)
     centre = np.asarray(start, dtype=float) - np.array([radius, 0.0, 0.0])
     return centre + radius * np.stack([np.cos(theta), np.sin(theta), np.zeros_like(theta)], -1)
+
+
+def circle_positions(start: np.ndarray, t: np.ndarray, radius: float, period: float,
+                     ramp: float) -> np.ndarray:
+    """(N, 3) points of the circle through ``start`` at times ``t`` since the start, for an
+    arm that follows exactly (the open-loop reference)."""
+    return circle_points(start, circle_angle(t, period, ramp), radius)
+
+
+def measured_angle(start: np.ndarray, position: np.ndarray, radius: float) -> float:
+    """Angle (rad) about the circle's centre of the measured ``position`` (x-y plane).
+
+    Raises:
+        PolicyError: the position is within radius / 2 of the centre, where the angle would
+            be a guess (the arm is nowhere near the circle: a policy refuses, it does not jump).
+    """
+    d = np.asarray(position, dtype=float)[:2] - (np.asarray(start, dtype=float)[:2]
+                                                 - np.array([radius, 0.0]))
+    if not np.all(np.isfinite(d)) or float(np.hypot(*d)) < 0.5 * radius:
+        raise PolicyError(f'scripted_cartesian: measured end effector {position.tolist()} is '
+                          f'within {0.5 * radius} m of the circle centre: no phase to continue')
+    return float(np.arctan2(d[1], d[0]))
 
 
 class ScriptedCartesianPolicy(Policy):
@@ -135,9 +162,11 @@ class ScriptedCartesianPolicy(Policy):
         if self._start is None:
             self._start = (state.copy(), float(observation.stamp))
         s0, t0 = self._start
-        t = observation.stamp - t0 + self._meta.point_times()
-        pos = circle_positions(s0[:3], t, self.cfg['radius'], self.cfg['period'],
-                               self.cfg['ramp'])
-        out = np.tile(s0, (len(t), 1))
-        out[:, :3] = pos
+        radius, period, ramp = self.cfg['radius'], self.cfg['period'], self.cfg['ramp']
+        t = max(float(observation.stamp) - t0, 0.0)
+        advance = circle_angle(t + self._meta.point_times(), period, ramp) - \
+            circle_angle(np.array([t]), period, ramp)
+        out = np.tile(s0, (len(advance), 1))
+        out[:, :3] = circle_points(s0[:3], measured_angle(s0[:3], state[:3], radius) + advance,
+                                   radius)
         return out
