@@ -139,7 +139,9 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     what = 'scripted Cartesian policy (tool0 traces a circle)' if opts.cartesian else \
         f'policy {checkpoint} ({fingerprint[:12]})'
     print(f'egoroll demo: {what}, report -> {report_dir}', file=out, flush=True)
-    graph = RosGraph()
+    # Every supervisor callback is short: one thread (a multi-threaded executor here took
+    # half a core of the two the demo graph runs on).
+    graph = RosGraph(num_threads=1)
     launch = ProcessLauncher(graph.node('egoroll_demo_probe'), report_dir / 'logs')
     recorder = None
     code = 1

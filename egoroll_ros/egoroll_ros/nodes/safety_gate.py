@@ -620,7 +620,7 @@ def _chunk_header(chunk: Chunk) -> ActionChunk:
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of the ``safety_gate`` console script."""
-    return run_node(SafetyGate, args=args)
+    return run_node(SafetyGate, args=args, num_threads=1)
 
 
 if __name__ == '__main__':

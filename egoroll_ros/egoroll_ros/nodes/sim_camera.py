@@ -195,7 +195,7 @@ class SimCamera(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of the ``sim_camera`` console script."""
-    return run_node(SimCamera, args=args)
+    return run_node(SimCamera, args=args, num_threads=1)
 
 
 if __name__ == '__main__':

@@ -210,7 +210,7 @@ class SimRobot(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of the ``sim_robot`` console script."""
-    return run_node(lambda: SimRobot(), args)
+    return run_node(lambda: SimRobot(), args, num_threads=1)
 
 
 if __name__ == '__main__':

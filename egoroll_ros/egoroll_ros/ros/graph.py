@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import contextlib
+import inspect
 import threading
 import time
 from typing import Any, TypeVar
 
 import rclpy
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import Executor, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 
@@ -31,6 +32,28 @@ def wait_until(predicate: Callable[[], Any], timeout: float, what: str = 'condit
         if time.monotonic() >= deadline:
             raise AssertionError(f'timed out after {timeout:.1f} s waiting for {what}')
         time.sleep(interval)
+
+
+def run_callback(callback: Callable[..., Any], *args: Any, timeout: float = 60.0) -> Any:
+    """Call a node's (service) callback directly and return its result; a coroutine callback
+    is driven to completion here, as rclpy's executor would, a turn every millisecond.
+
+    Raises:
+        AssertionError: the coroutine did not finish within ``timeout`` seconds.
+    """
+    result = callback(*args)
+    if not inspect.iscoroutine(result):
+        return result
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result.send(None)
+        except StopIteration as done:
+            return done.value
+        if time.monotonic() > deadline:
+            result.close()
+            raise AssertionError(f'{callback.__name__} did not finish within {timeout} s')
+        time.sleep(0.001)
 
 
 class MessageCollector:
@@ -108,7 +131,13 @@ class RosGraph:
     def __init__(self, num_threads: int = 8, domain_id: int | None = None) -> None:
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
-        self.executor = MultiThreadedExecutor(num_threads=num_threads, context=self.context)
+        # num_threads 1: a SingleThreadedExecutor, for graphs whose callbacks are all short
+        # (the demo supervisor): rclpy's MultiThreadedExecutor costs several times the CPU per
+        # message (benchmarks/bench_executors.py). Tests host action servers whose execute
+        # callbacks block, so the default stays multi-threaded.
+        self.executor: Executor = (
+            SingleThreadedExecutor(context=self.context) if num_threads == 1
+            else MultiThreadedExecutor(num_threads=num_threads, context=self.context))
         self._nodes: list[Node] = []
         self._closed = False
         self._thread = threading.Thread(target=self._spin, name='ros-graph-spin', daemon=True)

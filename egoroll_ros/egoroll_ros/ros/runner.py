@@ -6,7 +6,11 @@ from collections.abc import Callable
 import sys
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import (
+    ExternalShutdownException,
+    MultiThreadedExecutor,
+    SingleThreadedExecutor,
+)
 from rclpy.node import Node
 
 from egoroll_ros.errors import EgorollError
@@ -14,7 +18,12 @@ from egoroll_ros.errors import EgorollError
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
              num_threads: int | None = None) -> int:
-    """Create the node from ``factory`` and spin it on a MultiThreadedExecutor until shutdown.
+    """Create the node from ``factory`` and spin it until shutdown.
+
+    ``num_threads`` 1 spins on a SingleThreadedExecutor (for nodes whose callbacks are all
+    short: rclpy's MultiThreadedExecutor costs several times the CPU per callback and, on a
+    loaded machine, delays timers by hundreds of milliseconds; benchmarks/bench_executors.py);
+    otherwise on a MultiThreadedExecutor with that many threads (None: rclpy's default).
 
     Uses ``rclpy.init``/``try_shutdown`` explicitly (not the context-manager form) so the same
     code runs on Humble. A configuration error raised by the factory is printed as one line and
@@ -27,7 +36,8 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     node = None
     try:
         node = factory()
-        executor = MultiThreadedExecutor(num_threads=num_threads)
+        executor = SingleThreadedExecutor() if num_threads == 1 else \
+            MultiThreadedExecutor(num_threads=num_threads)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

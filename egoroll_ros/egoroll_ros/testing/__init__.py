@@ -4,8 +4,9 @@ No fixed sleeps: everything waits on a condition with a timeout. Pytest fixtures
 live in :mod:`egoroll_ros.testing.pytest_plugin`.
 """
 
-from egoroll_ros.ros.graph import MessageCollector, RosGraph, wait_until
+from egoroll_ros.ros.graph import MessageCollector, RosGraph, run_callback, wait_until
 from egoroll_ros.ros.processes import NodeProcess, ProcessLauncher, executable_path
 
 __all__ = ['MessageCollector', 'NodeProcess', 'ProcessLauncher', 'RosGraph', 'executable_path',
+           'run_callback',
            'wait_until']

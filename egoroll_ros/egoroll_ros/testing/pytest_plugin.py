@@ -96,6 +96,9 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop('ROS_STATIC_PEERS', None)
     os.environ.setdefault('RCUTILS_COLORIZED_OUTPUT', '0')
     os.environ.setdefault('PYTHONUNBUFFERED', '1')
+    config.addinivalue_line(
+        'markers', 'ros_threads(n): the ros_graph fixture spins on n executor threads (1: a '
+        'SingleThreadedExecutor, for tests whose in-process callbacks never block)')
 
 
 #: Reruns of a failed ``integration`` test. These run real node processes over DDS, and on the
@@ -129,10 +132,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
 
 
 @pytest.fixture
-def ros_graph() -> Iterator[RosGraph]:
-    """Nodes in this process on a MultiThreadedExecutor, torn down after the test."""
+def ros_graph(request: pytest.FixtureRequest) -> Iterator[RosGraph]:
+    """Nodes in this process, torn down after the test: on a MultiThreadedExecutor (8
+    threads), or as many as a ``ros_threads(n)`` mark says."""
+    mark = request.node.get_closest_marker('ros_threads')
+    threads = int(mark.args[0]) if mark is not None else 8
     with isolated_domain() as domain:
-        graph = RosGraph(domain_id=domain)
+        graph = RosGraph(num_threads=threads, domain_id=domain)
         try:
             yield graph
         finally:

@@ -20,12 +20,13 @@ from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.rollout import State
 from egoroll_ros.nodes.policy_node import PolicyNode
 from egoroll_ros.policies.base import CartesianArm, CartesianSpec
-from egoroll_ros.testing import wait_until
+from egoroll_ros.testing import run_callback, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'unit'))
 from cartesian_fakes import BACKEND, write_checkpoint  # noqa: E402, I001
 
-pytestmark = pytest.mark.integration
+# The policy node spins on one thread, as it does as a process (its callbacks never block).
+pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1)]
 URDF = Path(__file__).resolve().parents[2] / 'urdf' / 'demo_arm.urdf'
 Q = np.array(HOME) + [0.1, -0.1, 0.2, 0.1, -0.2, 0.1, 0.3, 0.0]
 CONV = FrameConvention(ee_rotation=[[0, 0, 1], [-1, 0, 0], [0, -1, 0]],
@@ -59,7 +60,7 @@ def _inputs(ros_graph):
 def _call(node, name):
     fn = {'preflight': node._srv_preflight, 'start': node._srv_start,
           'stop': node._srv_stop}[name]
-    return fn(Trigger.Request(), Trigger.Response())
+    return run_callback(fn, Trigger.Request(), Trigger.Response())
 
 
 def _fresh(node):

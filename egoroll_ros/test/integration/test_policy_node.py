@@ -19,12 +19,13 @@ from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.rollout import State
 from egoroll_ros.nodes.policy_node import PolicyNode
 from egoroll_ros.ros.convert import time_to_sec
-from egoroll_ros.testing import wait_until
+from egoroll_ros.testing import run_callback, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'unit'))
 from policy_fakes import BACKEND, JOINTS, make_fake_checkpoint  # noqa: E402, I001
 
-pytestmark = pytest.mark.integration
+# The policy node spins on one thread, as it does as a process (its callbacks never block).
+pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1)]
 STATE = np.array([0.1, -0.2, 0.3, -0.4, 0.5, -0.6, 3.1, 0.02])
 
 
@@ -61,7 +62,7 @@ class Inputs:
 def _call(node: PolicyNode, name: str) -> Trigger.Response:
     fn = {'preflight': node._srv_preflight, 'start': node._srv_start,
           'stop': node._srv_stop}[name]
-    return fn(Trigger.Request(), Trigger.Response())
+    return run_callback(fn, Trigger.Request(), Trigger.Response())
 
 
 def _wait_fresh(node: PolicyNode) -> None:

@@ -169,15 +169,18 @@ class Graph:
         return max(roll) - min(roll) < tol
 
     def first_hold_after(self, t0: float) -> tuple[float, np.ndarray] | None:
-        """Receipt time and value of the first executor/commanded setpoint after ``t0`` that
-        repeats the previous one (the executor holds), or None."""
-        with self.commanded._cond:
-            msgs = list(self.commanded.messages)
-            recv = list(self.commanded.received)
+        """Time (monotonic) and value of the first executor/commanded setpoint produced after
+        ``t0`` (monotonic) that repeats the previous one (the executor holds), or None.
+
+        Setpoints are placed in time by their header stamps (when the executor produced
+        them), not by when this process received them: a descheduled test process receives a
+        backlog late, and setpoints from before the stop would look like after it."""
+        offset = time.time() - time.monotonic()   # ROS (system) clock - steady clock
+        msgs = self.commanded.snapshot()
+        stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 - offset for m in msgs]
         for k in range(1, len(msgs)):
-            if recv[k] > t0 and recv[k - 1] > t0 and \
-                    list(msgs[k].position) == list(msgs[k - 1].position):
-                return recv[k], np.array(msgs[k].position)
+            if stamps[k - 1] > t0 and list(msgs[k].position) == list(msgs[k - 1].position):
+                return stamps[k], np.array(msgs[k].position)
         return None
 
     def assert_holds(self, value: np.ndarray, count: int = 60) -> None:
