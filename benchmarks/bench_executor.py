@@ -30,7 +30,7 @@ import time
 import numpy as np
 import rclpy
 from rclpy.action import ActionClient
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
@@ -70,7 +70,7 @@ class Bench:
         self.period = 1.0 / rate
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx)
-        self.exe = MultiThreadedExecutor(num_threads=8, context=self.ctx)
+        self.exe = SingleThreadedExecutor(context=self.ctx)  # as the installed node spins
         self.server = ts.TrajectoryServer(context=self.ctx, parameter_overrides=_params(dict(
             joints=J, control_rate=rate, max_velocity=[2.0] * 8, max_acceleration=[20.0] * 8,
             state_timeout=1.0, feedback_rate=10.0, planned_rate=5.0)))

@@ -123,6 +123,17 @@ class DemoSupervisor(Node):
         res = future.result()
         return bool(res.success), str(res.message)
 
+    def wait_shadow_verdict(self, start: int, timeout: float) -> VerdictRecord | None:
+        """The first shadow verdict logged at index >= ``start``, or None after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                found = next((v for v in self.log.verdicts[start:] if v.shadow), None)
+            if found is not None:
+                return found
+            time.sleep(0.01)
+        return None
+
     # ----- task -----------------------------------------------------------------------------
     def new_target(self) -> np.ndarray:
         """Show the next target to the camera and start timing it."""

@@ -14,6 +14,7 @@ publishing zero or foreign stamps would otherwise shift every chunk).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import sys
@@ -74,7 +75,7 @@ from egoroll_ros.ros.convert import (
 )
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params
-from egoroll_ros.ros.runner import run_node
+from egoroll_ros.ros.runner import next_turn, run_node
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
 
@@ -385,7 +386,7 @@ class PolicyNode(LifecycleNode):
         limit = 3.0 * self.p['policy.request_timeout'] + 5.0
         deadline = time.monotonic() + limit
         while not done.is_set() and time.monotonic() < deadline:
-            await _next_turn()
+            await next_turn()
         if not done.is_set():
             self.sm.fault(f'preflight did not finish within {limit:g} s')
             res.success, res.message = False, f'preflight timed out after {limit:g} s'
@@ -431,7 +432,8 @@ class PolicyNode(LifecycleNode):
                 req.set()
                 executor = self.executor
                 if executor is not None:
-                    executor.wake()
+                    with contextlib.suppress(Exception):  # shutting down
+                        executor.wake()
                 continue
             now = time.monotonic()
             gen = self.sm.generation
@@ -588,18 +590,6 @@ class PolicyNode(LifecycleNode):
         arr.header.stamp = st.header.stamp
         arr.status = [d]
         self.diag_pub.publish(arr)
-
-
-class _NextTurn:
-    """Awaitable that gives the executor back once (an rclpy task resumes on its next turn:
-    at the next wake-up, at least every status period)."""
-
-    def __await__(self):  # noqa: ANN204
-        yield
-
-
-def _next_turn() -> _NextTurn:
-    return _NextTurn()
 
 
 def main(args: list[str] | None = None) -> int:

@@ -8,8 +8,10 @@ affects the running one.
 Threads: a dedicated control thread ticks the core on absolute ``time.monotonic()`` deadlines
 and publishes each setpoint while holding the same lock the cancel callback takes, so once a
 cancel has been processed (and before its result is sent) no setpoint of the old trajectory can
-go out. Execute callbacks wait for their goal's outcome on an event (one executor thread per
-live goal; the action server has its own reentrant callback group).
+go out. The node spins on ONE executor thread (rclpy's multi-threaded executor delayed
+joint_states by up to 0.25 s on a loaded 2-core machine: benchmarks/bench_executors.py).
+Execute callbacks are coroutines: each waits for its goal's outcome by yielding to the
+executor until the control thread sets the goal's event and wakes the executor.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from egoroll_ros.core.trajectory import INTERPOLATIONS
 from egoroll_ros.errors import TrajectoryError
 from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, trajectory_from_msg
 from egoroll_ros.ros.params import Param, declare_params, per_joint
-from egoroll_ros.ros.runner import run_node
+from egoroll_ros.ros.runner import next_turn, run_node
 
 #: GIL switch interval (s) set by ``main`` (Python's default is 5 ms).
 SWITCH_INTERVAL = 0.0002
@@ -185,7 +187,7 @@ class TrajectoryServer(Node):
         with self._lock:
             self.core.update_measured(pos, vel, now)
 
-    def _execute(self, goal_handle) -> ExecuteTrajectory.Result:  # noqa: ANN001
+    async def _execute(self, goal_handle) -> ExecuteTrajectory.Result:  # noqa: ANN001
         key = bytes(goal_handle.goal_id.uuid)
         req = goal_handle.request
         try:
@@ -205,7 +207,7 @@ class TrajectoryServer(Node):
                 self._submitted.add(key)
         except TrajectoryError as exc:
             if exc.code == 'CANCELED':
-                self._finish_canceled(goal_handle)
+                await self._finish_canceled(goal_handle)
                 return ExecuteTrajectory.Result(error_code=CODES['CANCELED'],
                                                 error_string=f'CANCELED: {exc}')
             self.get_logger().warning(f'goal sequence {req.sequence} from '
@@ -215,9 +217,10 @@ class TrajectoryServer(Node):
             goal_handle.abort()
             return ExecuteTrajectory.Result(error_code=CODES.get(exc.code, -1),
                                             error_string=f'{exc.code}: {exc}')
-        while not waiter.event.wait(0.5):
+        while not waiter.event.is_set():
             if not self._running and waiter.outcome is None:
                 break
+            await next_turn()
         out = waiter.outcome
         if out is None:
             out = Outcome(key, 'SHUTDOWN', 'the server is shutting down', 0, goal.sequence)
@@ -228,19 +231,20 @@ class TrajectoryServer(Node):
             if out.code == 'SUCCESSFUL':
                 goal_handle.succeed()
             elif out.code == 'CANCELED':
-                self._finish_canceled(goal_handle)
+                await self._finish_canceled(goal_handle)
             else:
                 goal_handle.abort()
         except Exception as exc:  # noqa: BLE001 - shutdown races; the result is still returned
             self.get_logger().debug(f'could not set the goal state: {exc}')
         return result
 
-    def _finish_canceled(self, goal_handle) -> None:  # noqa: ANN001
+    async def _finish_canceled(self, goal_handle) -> None:  # noqa: ANN001
         # The cancel callback ran already; the action server marks the goal CANCELING right
-        # after it returns, and only then may the goal end CANCELED.
+        # after it returns (same executor turn; the callback woke the executor for the next),
+        # and only then may the goal end CANCELED.
         deadline = time.monotonic() + 2.0
         while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
-            time.sleep(0.0005)
+            await next_turn()
         try:
             if goal_handle.is_cancel_requested:
                 goal_handle.canceled()
@@ -266,7 +270,14 @@ class TrajectoryServer(Node):
                 ok = True
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
+        self._wake_executor()   # the goal's coroutine resumes once CANCELING is set
         return CancelResponse.ACCEPT if ok else CancelResponse.REJECT
+
+    def _wake_executor(self) -> None:
+        executor = self.executor
+        if executor is not None:
+            with contextlib.suppress(Exception):  # shutting down: nothing left to resume
+                executor.wake()
 
     def _dispatch(self, outcomes: list[Outcome]) -> None:
         for out in outcomes:
@@ -278,6 +289,8 @@ class TrajectoryServer(Node):
             if waiter is not None:
                 waiter.outcome = out
                 waiter.event.set()
+        if outcomes:
+            self._wake_executor()
 
     # ----- the control loop ---------------------------------------------------------------
     def _control_loop(self) -> None:
@@ -402,7 +415,7 @@ def main(args: list[str] | None = None) -> int:
     # The control thread must get the GIL back promptly after each sleep; the default 5 ms
     # switch interval would make it wait behind busy executor threads for a whole tick.
     sys.setswitchinterval(SWITCH_INTERVAL)
-    return run_node(lambda: TrajectoryServer(), args, num_threads=8)
+    return run_node(lambda: TrajectoryServer(), args, num_threads=1)
 
 
 if __name__ == '__main__':

@@ -16,6 +16,18 @@ from rclpy.node import Node
 from egoroll_ros.errors import EgorollError
 
 
+class _NextTurn:
+    def __await__(self):  # noqa: ANN204
+        yield
+
+
+def next_turn() -> _NextTurn:
+    """An awaitable that gives the executor back once, for a coroutine callback that waits on
+    another thread: rclpy resumes a pending task on the executor's next wake-up (any ready
+    entity, or ``executor.wake()`` from the thread that finished the work)."""
+    return _NextTurn()
+
+
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
              num_threads: int | None = None) -> int:
     """Create the node from ``factory`` and spin it until shutdown.

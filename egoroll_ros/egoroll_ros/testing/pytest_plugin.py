@@ -9,7 +9,8 @@ Use from a ``conftest.py`` with ``pytest_plugins = ['egoroll_ros.testing.pytest_
   (:func:`isolated_domain`): a participant an earlier test left alive in this process (rclpy
   finalises a context only when nothing references it any more) can then never answer for a
   node of the same name, e.g. a stale in-process action server for the real executor.
-- ``ros_graph``: a :class:`RosGraph` (nodes in this process, MultiThreadedExecutor).
+- ``ros_graph``: a :class:`RosGraph` (nodes in this process, one executor thread unless
+  marked ``ros_threads(n)``).
 - ``launcher``: a :class:`ProcessLauncher` whose processes are stopped at teardown; their logs
   are printed when the test failed.
 """
@@ -97,8 +98,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault('RCUTILS_COLORIZED_OUTPUT', '0')
     os.environ.setdefault('PYTHONUNBUFFERED', '1')
     config.addinivalue_line(
-        'markers', 'ros_threads(n): the ros_graph fixture spins on n executor threads (1: a '
-        'SingleThreadedExecutor, for tests whose in-process callbacks never block)')
+        'markers', 'ros_threads(n): the ros_graph fixture spins on n executor threads (default '
+        '1, a SingleThreadedExecutor; more for tests hosting callbacks that block)')
 
 
 #: Reruns of a failed ``integration`` test. These run real node processes over DDS, and on the
@@ -133,10 +134,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
 
 @pytest.fixture
 def ros_graph(request: pytest.FixtureRequest) -> Iterator[RosGraph]:
-    """Nodes in this process, torn down after the test: on a MultiThreadedExecutor (8
-    threads), or as many as a ``ros_threads(n)`` mark says."""
+    """Nodes in this process, torn down after the test: on a SingleThreadedExecutor, as every
+    egoroll node spins, or on ``n`` threads where a ``ros_threads(n)`` mark says so (a test
+    that hosts callbacks which block, such as a stand-in action server)."""
     mark = request.node.get_closest_marker('ros_threads')
-    threads = int(mark.args[0]) if mark is not None else 8
+    threads = int(mark.args[0]) if mark is not None else 1
     with isolated_domain() as domain:
         graph = RosGraph(num_threads=threads, domain_id=domain)
         try:

@@ -101,6 +101,8 @@ def test_scripted_cartesian_policy_moves_tool0_along_its_circle_through_gate_ik(
             continue
         with contextlib.suppress(AssertionError):
             shadow = verdicts.wait_for(lambda v: v.shadow, 3.0, start=start)
+        if shadow is not None and {v.check for v in shadow.violations} == {'deadman'}:
+            shadow = None   # the gate has not yet received the held deadman (discovery)
     assert shadow.accepted and not shadow.forwarded, shadow.summary
     assert shadow.stage == GateVerdict.STAGE_JOINT
     q0 = _q(states.snapshot()[-1])

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'unit'))
 from cartesian_fakes import BACKEND, write_checkpoint  # noqa: E402, I001
 
 # The policy node spins on one thread, as it does as a process (its callbacks never block).
-pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1)]
+pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1)]  # the default; explicit
 URDF = Path(__file__).resolve().parents[2] / 'urdf' / 'demo_arm.urdf'
 Q = np.array(HOME) + [0.1, -0.1, 0.2, 0.1, -0.2, 0.1, 0.3, 0.0]
 CONV = FrameConvention(ee_rotation=[[0, 0, 1], [-1, 0, 0], [0, -1, 0]],

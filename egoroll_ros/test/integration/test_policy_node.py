@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'unit'))
 from policy_fakes import BACKEND, JOINTS, make_fake_checkpoint  # noqa: E402, I001
 
 # The policy node spins on one thread, as it does as a process (its callbacks never block).
-pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1)]
+pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1)]  # the default; explicit
 STATE = np.array([0.1, -0.2, 0.3, -0.4, 0.5, -0.6, 3.1, 0.02])
 
 

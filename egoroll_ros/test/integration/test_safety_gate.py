@@ -23,7 +23,8 @@ from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import wait_until
 
-pytestmark = pytest.mark.integration
+# RecordingServer's execute callback blocks (polls for cancel): a multi-threaded graph.
+pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(8)]
 
 ARM = ['pan', 'lift', 'roll', 'wrist', 'gripper']
 QM = np.array([0.0, 0.0, 0.0, 0.0, 0.02])

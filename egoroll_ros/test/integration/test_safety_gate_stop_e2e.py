@@ -287,7 +287,7 @@ def _ids(msgs: list) -> set[bytes]:
 @pytest.fixture(scope='module')
 def graph(tmp_path_factory):
     with isolated_domain() as domain:
-        ros = RosGraph(domain_id=domain)
+        ros = RosGraph(num_threads=1, domain_id=domain)
         launcher = ProcessLauncher(ros.node('egoroll_test_probe'),
                                    tmp_path_factory.mktemp('stop_e2e_nodes'))
         g = None

@@ -21,9 +21,11 @@ from egoroll_ros.core.executor import CODES
 from egoroll_ros.nodes.sim_robot import SimRobot
 from egoroll_ros.nodes.trajectory_server import SWITCH_INTERVAL, TrajectoryServer
 from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, time_to_sec
-from egoroll_ros.testing import wait_until
+from egoroll_ros.testing import run_callback, wait_until
 
-pytestmark = pytest.mark.integration
+# One executor thread, as the installed trajectory_server spins (execute callbacks are
+# coroutines).
+pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1)]  # the default; explicit
 
 
 @pytest.fixture(autouse=True, scope='module')
@@ -352,6 +354,6 @@ def test_cancel_that_arrives_before_the_execute_callback_is_honoured(ros_graph):
     rig = Rig(ros_graph)
     handle = _FakeHandle(rig.goal([0.5], [[0.3] * 3]))
     assert rig.server._on_cancel(handle) == CancelResponse.ACCEPT
-    res = rig.server._execute(handle)
+    res = run_callback(rig.server._execute, handle)
     assert res.error_code == R.CANCELED and handle.ended == 'canceled'
     assert rig.server.core.active_sequence is None and rig.server.core.state == 'idle'
