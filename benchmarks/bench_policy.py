@@ -1,7 +1,7 @@
 """Benchmark of policy_node with a zero-cost policy.
 
 Two 640x480 rgb8 cameras at 30 Hz and joint_states at 100 Hz are published from another node
-(same process, one MultiThreadedExecutor, real DDS loopback); policy_node runs at 30 Hz with a
+(same process, one SingleThreadedExecutor as the installed node spins, real DDS loopback); policy_node runs at 30 Hz with a
 policy that returns zeros instantly and takes both cameras at 96x128 (so every inference
 decodes and resizes two frames). Measured:
   - camera publish -> chunk receipt latency: receipt time of each chunk minus the header stamp
@@ -100,11 +100,11 @@ def main() -> int:
     from egoroll_ros.core import images
     from egoroll_ros.nodes.policy_node import PolicyNode
     from egoroll_ros.ros.convert import time_to_sec
-    from egoroll_ros.testing import RosGraph, wait_until
+    from egoroll_ros.testing import RosGraph, run_callback, wait_until
 
     joints = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
               'wrist_pitch', 'wrist_roll', 'gripper']
-    graph = RosGraph(num_threads=6)
+    graph = RosGraph(num_threads=1)
     try:
         params = {'joints': joints, 'policy.backend': 'bench_policy:ZeroPolicy',
                   'policy.path': tempfile.gettempdir(), 'query_frequency': 30.0,
@@ -161,7 +161,7 @@ def main() -> int:
                                if a is not None) and node.inputs.get('camera/left')
                    and node.inputs.get('camera/right'), 20, 'camera frames')
         req = __import__('std_srvs.srv', fromlist=['Trigger']).Trigger
-        r = node._srv_preflight(req.Request(), req.Response())
+        r = run_callback(node._srv_preflight, req.Request(), req.Response())
         assert r.success, r.message
         assert node._srv_start(req.Request(), req.Response()).success
         node.timing.clear()
