@@ -1,9 +1,9 @@
 """Benchmark of policy_node with a zero-cost policy.
 
 Two 640x480 rgb8 cameras at 30 Hz and joint_states at 100 Hz are published from another node
-(same process, one SingleThreadedExecutor as the installed node spins, real DDS loopback); policy_node runs at 30 Hz with a
-policy that returns zeros instantly and takes both cameras at 96x128 (so every inference
-decodes and resizes two frames). Measured:
+(same process, one SingleThreadedExecutor as the installed node spins, real DDS loopback);
+policy_node runs at 30 Hz with a policy that returns zeros instantly and takes both cameras
+at 96x128 (so every inference decodes and resizes two frames). Measured:
   - camera publish -> chunk receipt latency: receipt time of each chunk minus the header stamp
     of the OLDER of the two camera frames its observation used (same host clock); this includes
     the wait for the worker's next 30 Hz tick;
