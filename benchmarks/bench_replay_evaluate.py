@@ -86,7 +86,7 @@ def bench_replay(seconds: float, rates: list[float]) -> None:
               f'at 500 Hz ({n_js}); subscribers in one other process')
         best = None
         for rate in rates:
-            graph = RosGraph()
+            graph = RosGraph(num_threads=1)
             try:
                 node = graph.node('bench_sink')
                 js = graph.collect(node, JointState, 'joint_states', 1000)
