@@ -58,6 +58,8 @@ class CartesianParams:
         urdf_path: URDF file (``package://pkg/...`` resolved) for FK and fixed camera frames.
         camera_poses: configured frame -> (rotation 3x3, translation 3) in the base frame.
         convention: the configured frame convention, None when left at the defaults.
+        urdf_text: the URDF itself (the ``robot_description`` topic), used when
+            ``urdf_path`` is empty.
     """
 
     arms: tuple[str, ...]
@@ -66,6 +68,29 @@ class CartesianParams:
     urdf_path: str
     camera_poses: dict[str, tuple[np.ndarray, np.ndarray]]
     convention: FrameConvention | None = None
+    urdf_text: str = ''
+
+    def robot_model(self) -> Any:
+        """The robot model from ``urdf_path``, else from ``urdf_text``.
+
+        Raises:
+            ConfigError: neither is set, or the URDF is unreadable or malformed (the message
+                names where it came from).
+        """
+        from egoroll_ros.core.robot_model import RobotModel
+
+        if self.urdf_path:
+            try:
+                return RobotModel.from_file(resolve_path(self.urdf_path))
+            except (RobotModelError, ConfigError) as exc:
+                raise ConfigError(f"parameter 'urdf_path': {exc}") from None
+        if not self.urdf_text:
+            raise ConfigError("a Cartesian policy needs the robot's URDF (forward kinematics, "
+                              "base frame): set 'urdf_path' or publish robot_description")
+        try:
+            return RobotModel(self.urdf_text)
+        except RobotModelError as exc:
+            raise ConfigError(f'robot_description: {exc}') from None
 
 
 @dataclass(frozen=True)
@@ -210,16 +235,8 @@ class CartesianRuntime:
     """
 
     def __init__(self, meta: PolicyMetadata, setup: PolicySetup) -> None:
-        from egoroll_ros.core.robot_model import RobotModel
-
         cp, spec = setup.cartesian, meta.cartesian
-        if not cp.urdf_path:
-            raise ConfigError("parameter 'urdf_path': a Cartesian policy needs the robot's "
-                              'URDF (forward kinematics, base frame)')
-        try:
-            self.model = RobotModel.from_file(resolve_path(cp.urdf_path))
-        except RobotModelError as exc:
-            raise ConfigError(f"parameter 'urdf_path': {exc}") from None
+        self.model = cp.robot_model()
         self.spec = spec
         self.joints = setup.joints
         self.base_frame = self.model.base_frame
@@ -298,12 +315,8 @@ def _supply(setup: PolicySetup) -> CartesianSupply | None:
     if cp is None:
         return None
     frames = set(cp.camera_poses)
-    if cp.urdf_path:
-        try:
-            from egoroll_ros.core.robot_model import RobotModel
-            model = RobotModel.from_file(resolve_path(cp.urdf_path))
-        except (RobotModelError, ConfigError) as exc:
-            raise ConfigError(f"parameter 'urdf_path': {exc}") from None
+    if cp.urdf_path or cp.urdf_text:
+        model = cp.robot_model()
         frames |= {f.name for f in model.pin_model.frames if not model.chain(f.name)}
     return CartesianSupply(dict(zip(cp.arms, cp.ee_frames, strict=True)),
                            dict(zip(cp.arms, cp.gripper_joints, strict=True)),

@@ -15,6 +15,7 @@ publishing zero or foreign stamps would otherwise shift every chunk).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import re
 import sys
@@ -26,8 +27,9 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
+from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk, RolloutStatus
@@ -151,8 +153,9 @@ PARAMS = [
           'empty list: none), for the measured gripper value in an end-effector pose state.',
           read_only=True),
     Param('urdf_path', str, '', 'URDF file (or package://<pkg>/<path>) for forward kinematics '
-          'of end-effector pose state, the base frame name and fixed camera frames; required '
-          'by Cartesian policies.', read_only=True),
+          'of end-effector pose state, the base frame name and fixed camera frames. Empty '
+          'with cartesian.arms set: the robot_description topic (configure waits for it).',
+          read_only=True),
     Param('cartesian.camera_frames', 'str[]', [], 'Camera frames not in the URDF whose pose in '
           'the base frame is given by cartesian.camera_poses.', read_only=True),
     Param('cartesian.camera_poses', 'float[]', [], 'Pose of each camera frame in the base '
@@ -241,9 +244,38 @@ class PolicyNode(LifecycleNode):
         self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
                                         daemon=True)
         self._worker.start()
-        if self.p['autoconfigure'] and \
-                self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+        # A Cartesian configuration without urdf_path takes the robot's URDF from
+        # robot_description (latched, as robot_state_publisher and sim_robot publish it).
+        self._description: str | None = None
+        self._needs_description = (self.setup.cartesian is not None
+                                   and not self.setup.cartesian.urdf_path)
+        if self._needs_description:
+            latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            self.create_subscription(String, 'robot_description', self._on_description,
+                                     latched, callback_group=status_group)
+        if self.p['autoconfigure']:
+            if self._needs_description:
+                self.sm.unconfigured('waiting for robot_description (Cartesian policy, no '
+                                     'urdf_path) to configure')
+                self.get_logger().info('configure deferred until robot_description arrives')
+            else:
+                self._autoconfigure()
+
+    def _autoconfigure(self) -> None:
+        if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
             self.trigger_activate()
+
+    def _on_description(self, msg: String) -> None:
+        if self._description is not None:
+            if msg.data != self._description:
+                self._warn_once('description', 'robot_description changed: ignored (the '
+                                'model is fixed at configure; reconfigure to take it)')
+            return
+        self._description = msg.data
+        self.get_logger().info(f'robot_description received ({len(msg.data)} bytes)')
+        if self.p['autoconfigure'] and self.policy is None:
+            self._autoconfigure()
 
     # ---------------------------------------------------------------- lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -268,7 +300,11 @@ class PolicyNode(LifecycleNode):
         if not path:
             from ament_index_python.packages import get_package_share_directory
             path = get_package_share_directory('egoroll_ros') + '/policies/demo'
-        loaded = load_policy(p, self.setup, path, sys.executable, self.get_logger().warning)
+        setup = self.setup
+        if self._needs_description and self._description is not None:
+            setup = dataclasses.replace(setup, cartesian=dataclasses.replace(
+                setup.cartesian, urdf_text=self._description))
+        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning)
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
         if loaded.cartesian is not None:
             rt = loaded.cartesian

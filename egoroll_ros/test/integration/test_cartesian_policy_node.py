@@ -124,3 +124,47 @@ def test_cartesian_policy_without_cartesian_configuration_is_refused(ros_graph, 
                  **{'cartesian.arms': ['left'], 'cartesian.ee_frames': ['tool0']})
     assert node.sm.state is State.UNCONFIGURED
     assert "arm 'arm' is not configured" in node.sm.detail
+
+
+def _latched_description(ros_graph, text):
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    node = ros_graph.node('description_publisher')
+    pub = node.create_publisher(String, 'robot_description', QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    pub.publish(String(data=text))
+    return pub
+
+
+def test_without_urdf_path_the_node_configures_from_robot_description(ros_graph, tmp_path):
+    node = _node(ros_graph, write_checkpoint(tmp_path / 'ck', SPEC), urdf_path='')
+    assert node.sm.state is State.UNCONFIGURED and node.policy is None
+    assert 'waiting for robot_description' in node.sm.detail
+    _inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
+    _latched_description(ros_graph, URDF.read_text())
+    wait_until(lambda: node.sm.state is State.IDLE, 10.0, 'configured from robot_description')
+    ros_graph.wait_for_publishers(chunks.subscription)
+    _fresh(node)
+    assert _call(node, 'preflight').success
+    assert _call(node, 'start').success
+    msg = chunks.wait_for(lambda m: not m.shadow, 5.0)
+    _call(node, 'stop')
+    (arm,) = msg.cartesian
+    assert arm.reference_frame == 'base_link'
+    t, _ = RobotModel.from_file(URDF).fk(['tool0'], DEMO_JOINTS, Q[None])
+    p = arm.poses[0].position
+    assert np.allclose([p.x, p.y, p.z], t[0, 0], atol=1e-9)
+
+
+def test_a_malformed_robot_description_leaves_the_node_unconfigured_with_the_reason(
+        ros_graph, tmp_path):
+    node = _node(ros_graph, write_checkpoint(tmp_path / 'ck', SPEC), urdf_path='')
+    _latched_description(ros_graph, '<robot name="broken"><link name="a"></robot')
+    wait_until(lambda: 'configure refused' in node.sm.detail, 10.0, 'configure refused')
+    assert node.sm.state is State.UNCONFIGURED and node.policy is None
+    assert 'robot_description' in node.sm.detail, node.sm.detail
+    assert not _call(node, 'preflight').success

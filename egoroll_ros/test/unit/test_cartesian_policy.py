@@ -139,6 +139,30 @@ def test_refused_at_load_when_the_node_has_no_cartesian_configuration(tmp_path):
         load(tmp_path, CartesianSpec((ARM,)), params(urdf_path=''))
 
 
+def test_the_urdf_text_of_robot_description_serves_when_there_is_no_urdf_path(tmp_path):
+    import dataclasses
+
+    p = params(urdf_path='')
+    setup = setup_from_params(p)
+    spec = CartesianSpec((ARM,), state='ee_pose')   # the state needs FK of the model
+    path = write_checkpoint(tmp_path / 'ck', spec)
+    with_text = dataclasses.replace(setup, cartesian=dataclasses.replace(
+        setup.cartesian, urdf_text=URDF.read_text()))
+    loaded = load_policy(p, with_text, str(path), 'python', lambda _: None)
+    assert loaded.cartesian.base_frame == RobotModel.from_file(URDF).base_frame
+    q = np.array([0.1, -0.4, 0.2, 1.1, 0.0, 0.4, 0.3, 0.02])
+    ee_from_text = observe(loaded, q).state
+    by_file = load(tmp_path / 'f', spec)
+    assert ee_from_text.shape == (loaded.policy.metadata.state_size,)
+    np.testing.assert_allclose(ee_from_text, observe(by_file, q).state, atol=1e-12)
+    # and it is the pose of tool0: FK of the measured joints
+    np.testing.assert_allclose(ee_from_text[:3], fk(q)[0][0], atol=1e-9)
+    broken = dataclasses.replace(setup, cartesian=dataclasses.replace(
+        setup.cartesian, urdf_text='<robot name="x"><link'))
+    with pytest.raises(ConfigError, match='robot_description'):
+        load_policy(p, broken, str(path), 'python', lambda _: None)
+
+
 def test_hold_policy_in_a_camera_frame_through_a_convention_commands_the_measured_pose(
         tmp_path):
     """State = FK pose encoded (hardware -> dataset, base -> camera); the policy repeats it;
