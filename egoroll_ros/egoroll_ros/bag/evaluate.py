@@ -27,7 +27,7 @@ converted by :mod:`egoroll_ros.ros.convert`; the maths lives in the cores and in
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import json
 from pathlib import Path
 import sys
@@ -215,6 +215,11 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
         decode = _Decoder()
         model, model_source = _robot_model(opts, bag, decode, gp['urdf_path'])
         prepare_limits(model, gate_cfg[0])  # ConfigError: the gate config does not fit the model
+        if setup.cartesian is not None and not setup.cartesian.urdf_path:
+            # As the node takes robot_description when urdf_path is empty: the gate's model
+            # (--urdf, the bag's robot_description or the gate's urdf_path) serves the policy.
+            setup = replace(setup, cartesian=replace(setup.cartesian, urdf_text=model.urdf))
+            log(f'policy URDF: {model_source} (no urdf_path in the policy configuration)')
         _deterministic(p['policy.num_threads'])
         path = p['policy.path'] or str(_share() / 'policies' / 'demo')
         warnings: list[str] = []

@@ -144,6 +144,8 @@ class RobotModel:
         import pinocchio as pin  # local: keeps importing the module cheap
 
         self.source = source
+        #: The URDF text the model was built from.
+        self.urdf = urdf
         if not urdf or not urdf.strip():
             raise RobotModelError(f'{source}: the URDF is empty')
         try:

@@ -23,7 +23,8 @@ H, DT, VEL = 4, 0.05, 0.1
 SPEC = CartesianSpec((CartesianArm('arm', 'tool0', 'quat_xyzw', True),), state='ee_pose')
 
 
-def policy_yaml(path: Path) -> Path:
+def policy_yaml(path: Path, urdf_path: str | None = None) -> Path:
+    urdf = str(demo_urdf_path()) if urdf_path is None else urdf_path
     path.write_text(
         'policy_node:\n  ros__parameters:\n'
         f'    joints: [{", ".join(DEMO_JOINTS)}]\n'
@@ -31,7 +32,7 @@ def policy_yaml(path: Path) -> Path:
         '    query_frequency: 10.0\n'
         '    cartesian.arms: [arm]\n    cartesian.ee_frames: [tool0]\n'
         '    cartesian.gripper_joints: [gripper]\n'
-        f'    urdf_path: {demo_urdf_path()}\n')
+        f"    urdf_path: '{urdf}'\n")
     return path
 
 
@@ -94,3 +95,20 @@ def test_joint_errors_are_omitted_for_chunks_that_fail_before_ik(tmp_path):
     assert e['chunks_without_joint_positions'] == 11 and e['points_compared'] == 0
     assert e['mae'] is None
     assert rep['cartesian_error']['position']['mae'] > 1.0
+
+
+def test_without_urdf_path_the_policy_takes_the_recorded_robot_description(tmp_path):
+    """As the node does live: the bag's /robot_description serves the policy's FK too."""
+    text = Path(demo_urdf_path()).read_text()
+    ep = write_episode(tmp_path / 'bag', duration=1.0, camera=None, robot_description=text)
+    ckpt = write_checkpoint(tmp_path / 'ck', SPEC, chunk_length=H)
+    lines: list[str] = []
+    rep = evaluate(EvaluateOptions(bag=ep.path, config=policy_yaml(tmp_path / 'p.yaml', ''),
+                                   checkpoint=ckpt, out_dir=tmp_path / 'out', plots=False),
+                   log=lines.append)
+    assert any('policy URDF: /robot_description in the bag' in line for line in lines), lines
+    d = rep['decisions']
+    assert d['chunks'] == 11 and d['accepted'] == 11, rep['chunk_list'][0]['summary']
+    # The same FK as with the file: the same errors as the urdf_path run.
+    _, by_file = _run(tmp_path / 'file')
+    assert rep['cartesian_error'] == by_file['cartesian_error']
