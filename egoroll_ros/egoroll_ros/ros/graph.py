@@ -1,4 +1,4 @@
-"""An in-process ROS graph on its own context and MultiThreadedExecutor (tests and the demo)."""
+"""An in-process ROS graph on its own context and executor thread (tests and the demo)."""
 
 from __future__ import annotations
 
@@ -122,19 +122,19 @@ class MessageCollector:
 
 
 class RosGraph:
-    """Several nodes in this process, on a private context and a MultiThreadedExecutor.
+    """Several nodes in this process, on a private context and an executor spun in a thread.
 
     Nodes must be created with ``context=graph.context`` (use :meth:`add` with a factory that
     forwards ``**kwargs`` to ``Node.__init__``, or :meth:`node` for a plain node).
     """
 
-    def __init__(self, num_threads: int = 8, domain_id: int | None = None) -> None:
+    def __init__(self, num_threads: int = 1, domain_id: int | None = None) -> None:
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
-        # num_threads 1: a SingleThreadedExecutor, for graphs whose callbacks are all short
-        # (the demo supervisor): rclpy's MultiThreadedExecutor costs several times the CPU per
-        # message (benchmarks/bench_executors.py). Tests host action servers whose execute
-        # callbacks block, so the default stays multi-threaded.
+        # num_threads 1 (the default): a SingleThreadedExecutor, as every egoroll node spins;
+        # rclpy's MultiThreadedExecutor costs several times the CPU per message and delays
+        # callbacks under load (benchmarks/bench_executors.py). More threads only for graphs
+        # hosting callbacks that block.
         self.executor: Executor = (
             SingleThreadedExecutor(context=self.context) if num_threads == 1
             else MultiThreadedExecutor(num_threads=num_threads, context=self.context))
