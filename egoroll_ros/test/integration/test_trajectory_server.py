@@ -331,6 +331,39 @@ def test_cancel_right_after_acceptance_never_moves_the_robot(ros_graph):
                                   key=lambda m: time_to_sec(m.header.stamp)))
 
 
+def test_preempt_racing_a_cancel_of_the_old_goal_never_stops_the_new_one(ros_graph):
+    """A new goal and a cancel of the old one, repeated in both orders (the cancel sent at once,
+    or only once the new goal has replaced the old one in the core): the old goal ends
+    (canceled or preempted), the new one always runs to its end and the setpoints stay
+    continuous. A late cancel of a replaced goal never stops the robot."""
+    rig = Rig(ros_graph, server={'control_rate': 200.0, 'goal_tolerance': [0.05] * 3})
+    for rep in range(40):
+        sign = 1.0 if rep % 2 == 0 else -1.0
+        t_sent = rig.now()
+        old = rig.send(rig.goal([0.4, 0.8], [[0.1 * sign] * 3, [0.2 * sign] * 3]))
+        rig.commanded.wait_for(lambda m, t=t_sent: time_to_sec(m.header.stamp) > t and
+                               abs(m.velocity[0]) > 1e-6, 5.0)
+        goal = rig.goal([0.3], [[0.05 * sign] * 3])
+        new_future = rig.client.send_goal_async(goal)
+        if rep % 2 == 0:
+            old.cancel_goal_async()         # at once: the cancel is handled first
+            wait_until(new_future.done, 10.0, 'new goal response')
+        else:                               # once the new goal runs: the preemption won
+            wait_until(lambda g=goal: rig.server.core.active_sequence == g.sequence, 10.0,
+                       'the new goal preempts the old one')
+            old.cancel_goal_async()
+            wait_until(new_future.done, 10.0, 'new goal response')
+        new = new_future.result()
+        assert new.accepted
+        r_old, r_new = rig.result(old), rig.result(new)
+        assert r_old.error_code in (R.PREEMPTED, R.CANCELED), (rep, r_old.error_string)
+        assert r_new.error_code == R.SUCCESSFUL, (rep, r_new.error_string)
+        msgs = sorted(rig.commanded_since(t_sent)[1:], key=lambda m: time_to_sec(m.header.stamp))
+        _assert_continuous(msgs)
+        np.testing.assert_allclose(msgs[-1].position, [0.05 * sign] * 3, atol=1e-9)
+        rig.commanded.clear()
+
+
 class _FakeHandle:
     """Stands in for a ServerGoalHandle to force the cancel-before-execute ordering."""
 
