@@ -14,7 +14,6 @@ publishing zero or foreign stamps would otherwise shift every chunk).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import re
@@ -77,7 +76,7 @@ from egoroll_ros.ros.convert import (
 )
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params
-from egoroll_ros.ros.runner import next_turn, run_node
+from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
 
@@ -466,10 +465,7 @@ class PolicyNode(LifecycleNode):
             if req is not None:
                 self._preflight_result = self._do_preflight()
                 req.set()
-                executor = self.executor
-                if executor is not None:
-                    with contextlib.suppress(Exception):  # shutting down
-                        executor.wake()
+                wake_executor(self)
                 continue
             now = time.monotonic()
             gen = self.sm.generation

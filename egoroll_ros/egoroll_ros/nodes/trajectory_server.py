@@ -48,7 +48,7 @@ from egoroll_ros.core.trajectory import INTERPOLATIONS
 from egoroll_ros.errors import TrajectoryError
 from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, trajectory_from_msg
 from egoroll_ros.ros.params import Param, declare_params, per_joint
-from egoroll_ros.ros.runner import next_turn, run_node
+from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 #: GIL switch interval (s) set by ``main`` (Python's default is 5 ms).
 SWITCH_INTERVAL = 0.0002
@@ -270,14 +270,8 @@ class TrajectoryServer(Node):
                 ok = True
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
-        self._wake_executor()   # the goal's coroutine resumes once CANCELING is set
+        wake_executor(self)   # the goal's coroutine resumes once CANCELING is set
         return CancelResponse.ACCEPT if ok else CancelResponse.REJECT
-
-    def _wake_executor(self) -> None:
-        executor = self.executor
-        if executor is not None:
-            with contextlib.suppress(Exception):  # shutting down: nothing left to resume
-                executor.wake()
 
     def _dispatch(self, outcomes: list[Outcome]) -> None:
         for out in outcomes:
@@ -290,7 +284,7 @@ class TrajectoryServer(Node):
                 waiter.outcome = out
                 waiter.event.set()
         if outcomes:
-            self._wake_executor()
+            wake_executor(self)
 
     # ----- the control loop ---------------------------------------------------------------
     def _control_loop(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+import contextlib
 import sys
 
 import rclpy
@@ -26,6 +27,15 @@ def next_turn() -> _NextTurn:
     another thread: rclpy resumes a pending task on the executor's next wake-up (any ready
     entity, or ``executor.wake()`` from the thread that finished the work)."""
     return _NextTurn()
+
+
+def wake_executor(node: Node) -> None:
+    """Wake the executor spinning ``node`` (from another thread), so coroutine callbacks
+    waiting in :func:`next_turn` resume now. Does nothing while shutting down."""
+    executor = node.executor
+    if executor is not None:
+        with contextlib.suppress(Exception):  # shutting down: nothing left to resume
+            executor.wake()
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,

@@ -69,6 +69,17 @@ def _fresh(node):
                10, 'joint_states received')
 
 
+def _first_live_chunk(ros_graph, node, chunks):
+    """Preflight, start, the first live chunk, stop."""
+    ros_graph.wait_for_publishers(chunks.subscription)
+    _fresh(node)
+    assert _call(node, 'preflight').success
+    assert _call(node, 'start').success
+    msg = chunks.wait_for(lambda m: not m.shadow, 5.0)
+    _call(node, 'stop')
+    return msg
+
+
 def test_cartesian_policy_publishes_base_frame_cartesian_chunks_without_ik(ros_graph,
                                                                           tmp_path):
     node = _node(ros_graph, write_checkpoint(tmp_path / 'ck', SPEC))
@@ -76,12 +87,7 @@ def test_cartesian_policy_publishes_base_frame_cartesian_chunks_without_ik(ros_g
     _inputs(ros_graph)
     probe = ros_graph.node('probe')
     chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
-    ros_graph.wait_for_publishers(chunks.subscription)
-    _fresh(node)
-    assert _call(node, 'preflight').success
-    assert _call(node, 'start').success
-    msg = chunks.wait_for(lambda m: not m.shadow, 5.0)
-    _call(node, 'stop')
+    msg = _first_live_chunk(ros_graph, node, chunks)
     assert msg.action_space == ActionChunk.ACTION_SPACE_CARTESIAN
     assert msg.trajectory.joint_names == [] and all(not p.positions
                                                     for p in msg.trajectory.points)
@@ -147,12 +153,7 @@ def test_without_urdf_path_the_node_configures_from_robot_description(ros_graph,
     chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
     _latched_description(ros_graph, URDF.read_text())
     wait_until(lambda: node.sm.state is State.IDLE, 10.0, 'configured from robot_description')
-    ros_graph.wait_for_publishers(chunks.subscription)
-    _fresh(node)
-    assert _call(node, 'preflight').success
-    assert _call(node, 'start').success
-    msg = chunks.wait_for(lambda m: not m.shadow, 5.0)
-    _call(node, 'stop')
+    msg = _first_live_chunk(ros_graph, node, chunks)
     (arm,) = msg.cartesian
     assert arm.reference_frame == 'base_link'
     t, _ = RobotModel.from_file(URDF).fk(['tool0'], DEMO_JOINTS, Q[None])

@@ -96,6 +96,14 @@ class Rig:
         assert handle.accepted  # invalid goals are accepted, then aborted with their code
         return handle
 
+    def send_moving(self, sign):
+        """A 0.8 s goal towards 0.2 * sign; returns (handle, send time) once it moves."""
+        t_sent = self.now()
+        handle = self.send(self.goal([0.4, 0.8], [[0.1 * sign] * 3, [0.2 * sign] * 3]))
+        self.commanded.wait_for(lambda m: time_to_sec(m.header.stamp) > t_sent and
+                                abs(m.velocity[0]) > 1e-6, 5.0)
+        return handle, t_sent
+
     def result(self, handle, timeout=10.0):
         fut = handle.get_result_async()
         wait_until(fut.done, timeout, 'goal result')
@@ -206,10 +214,7 @@ def test_cancel_holds_within_one_period_and_no_old_setpoint_after_the_result(ros
                                  'planned_rate': 1.0})
     for rep in range(200):
         sign = 1.0 if rep % 2 == 0 else -1.0
-        t_sent = rig.now()
-        handle = rig.send(rig.goal([0.4, 0.8], [[0.1 * sign] * 3, [0.2 * sign] * 3]))
-        rig.commanded.wait_for(lambda m, t=t_sent: time_to_sec(m.header.stamp) > t and
-                               abs(m.velocity[0]) > 1e-6, 5.0)
+        handle, t_sent = rig.send_moving(sign)
         cancel = handle.cancel_goal_async()
         res = rig.result(handle)
         t_result = rig.now()
@@ -339,10 +344,7 @@ def test_preempt_racing_a_cancel_of_the_old_goal_never_stops_the_new_one(ros_gra
     rig = Rig(ros_graph, server={'control_rate': 200.0, 'goal_tolerance': [0.05] * 3})
     for rep in range(40):
         sign = 1.0 if rep % 2 == 0 else -1.0
-        t_sent = rig.now()
-        old = rig.send(rig.goal([0.4, 0.8], [[0.1 * sign] * 3, [0.2 * sign] * 3]))
-        rig.commanded.wait_for(lambda m, t=t_sent: time_to_sec(m.header.stamp) > t and
-                               abs(m.velocity[0]) > 1e-6, 5.0)
+        old, t_sent = rig.send_moving(sign)
         goal = rig.goal([0.3], [[0.05 * sign] * 3])
         new_future = rig.client.send_goal_async(goal)
         if rep % 2 == 0:
