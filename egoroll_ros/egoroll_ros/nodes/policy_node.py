@@ -210,7 +210,6 @@ class PolicyNode(LifecycleNode):
         self._preflight_result: tuple[bool, str] = (False, '')
         self._req_lock = threading.Lock()
         self._reset_generation = -1
-        self._warned: set[str] = set()
 
         inputs_group = ReentrantCallbackGroup()
         self._srv_group = MutuallyExclusiveCallbackGroup()
@@ -270,8 +269,8 @@ class PolicyNode(LifecycleNode):
     def _on_description(self, msg: String) -> None:
         if self._description is not None:
             if msg.data != self._description:
-                self._warn_once('description', 'robot_description changed: ignored (the '
-                                'model is fixed at configure; reconfigure to take it)')
+                self.get_logger().warning('robot_description changed: ignored (the '
+                                'model is fixed at configure; reconfigure to take it)', once=True)
             return
         self._description = msg.data
         self.get_logger().info(f'robot_description received ({len(msg.data)} bytes)')
@@ -368,7 +367,7 @@ class PolicyNode(LifecycleNode):
         try:
             js = joint_state_from_msg(msg, now)
         except TrajectoryError as exc:
-            self._warn_once('joint_states', f'joint_states ignored: {exc}')
+            self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
         self.inputs.put(JOINT_STATES, js, js.stamp, now)
 
@@ -385,8 +384,8 @@ class PolicyNode(LifecycleNode):
         if b < 0:
             return
         if b >= len(msg.buttons):
-            self._warn_once('joy', f'quest/joy has {len(msg.buttons)} buttons; '
-                                   f"'quest.toggle_button' is {b}")
+            self.get_logger().warning(f'quest/joy has {len(msg.buttons)} buttons; '
+                                   f"'quest.toggle_button' is {b}", once=True)
             return
         if self._debounce.update(bool(msg.buttons[b]), now):
             state = self.sm.state
@@ -397,11 +396,6 @@ class PolicyNode(LifecycleNode):
                 ok, why = self._start()
                 self.get_logger().info(f'Quest button start: {why}') if ok else \
                     self.get_logger().warning(f'Quest button start refused: {why}')
-
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
