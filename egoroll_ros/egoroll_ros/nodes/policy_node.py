@@ -35,12 +35,10 @@ from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
-    load_policy,
     make_cartesian_chunk,
     make_chunk,
     predict_cartesian,
     predict_positions,
-    resolve_path,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -53,6 +51,11 @@ from egoroll_ros.core.observation import (
     StaleInputError,
     camera_input,
 )
+from egoroll_ros.core.policy import (
+    Observation,
+    Policy,
+    PolicyError,
+)
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 from egoroll_ros.errors import (
     CheckpointError,
@@ -61,11 +64,7 @@ from egoroll_ros.errors import (
     InputError,
     TrajectoryError,
 )
-from egoroll_ros.policies.base import (
-    Observation,
-    Policy,
-    PolicyError,
-)
+from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.convert import (
     cartesian_chunk_to_msg,
     chunk_to_msg,
@@ -74,8 +73,10 @@ from egoroll_ros.ros.convert import (
     pose_from_msg,
     time_to_sec,
 )
+from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
@@ -100,7 +101,8 @@ PARAMS = [
     Param('policy.isolated', bool, False, 'Run the backend in a separate Python process.',
           read_only=True),
     Param('policy.python_executable', str, '', 'Interpreter of the isolated process (another '
-          "venv's bin/python); empty: this one.", read_only=True),
+          "venv's bin/python); empty: the backend's managed runtime (lerobot: built by "
+          "'egoroll runtime lerobot'), else this one.", read_only=True),
     Param('policy.request_timeout', float, 2.0, 'Isolated: seconds allowed per inference.',
           min=0.001, max=600.0, read_only=True),
     Param('policy.load_timeout', float, 120.0, 'Isolated: seconds allowed to load.',
@@ -183,7 +185,7 @@ class PolicyNode(LifecycleNode):
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.p = declare_params(self, PARAMS)
-        self.setup = setup_from_params(self.p)
+        self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
         self._cont_cols = list(self.setup.continuous_columns)
@@ -208,7 +210,6 @@ class PolicyNode(LifecycleNode):
         self._preflight_result: tuple[bool, str] = (False, '')
         self._req_lock = threading.Lock()
         self._reset_generation = -1
-        self._warned: set[str] = set()
 
         inputs_group = ReentrantCallbackGroup()
         self._srv_group = MutuallyExclusiveCallbackGroup()
@@ -268,8 +269,8 @@ class PolicyNode(LifecycleNode):
     def _on_description(self, msg: String) -> None:
         if self._description is not None:
             if msg.data != self._description:
-                self._warn_once('description', 'robot_description changed: ignored (the '
-                                'model is fixed at configure; reconfigure to take it)')
+                self.get_logger().warning('robot_description changed: ignored (the '
+                                'model is fixed at configure; reconfigure to take it)', once=True)
             return
         self._description = msg.data
         self.get_logger().info(f'robot_description received ({len(msg.data)} bytes)')
@@ -303,7 +304,8 @@ class PolicyNode(LifecycleNode):
         if self._needs_description and self._description is not None:
             setup = dataclasses.replace(setup, cartesian=dataclasses.replace(
                 setup.cartesian, urdf_text=self._description))
-        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning)
+        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
+                             prepare=prepare_image)
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
         if loaded.cartesian is not None:
             rt = loaded.cartesian
@@ -365,7 +367,7 @@ class PolicyNode(LifecycleNode):
         try:
             js = joint_state_from_msg(msg, now)
         except TrajectoryError as exc:
-            self._warn_once('joint_states', f'joint_states ignored: {exc}')
+            self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
         self.inputs.put(JOINT_STATES, js, js.stamp, now)
 
@@ -382,8 +384,8 @@ class PolicyNode(LifecycleNode):
         if b < 0:
             return
         if b >= len(msg.buttons):
-            self._warn_once('joy', f'quest/joy has {len(msg.buttons)} buttons; '
-                                   f"'quest.toggle_button' is {b}")
+            self.get_logger().warning(f'quest/joy has {len(msg.buttons)} buttons; '
+                                   f"'quest.toggle_button' is {b}", once=True)
             return
         if self._debounce.update(bool(msg.buttons[b]), now):
             state = self.sm.state
@@ -394,11 +396,6 @@ class PolicyNode(LifecycleNode):
                 ok, why = self._start()
                 self.get_logger().info(f'Quest button start: {why}') if ok else \
                     self.get_logger().warning(f'Quest button start refused: {why}')
-
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
