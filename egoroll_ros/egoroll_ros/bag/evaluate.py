@@ -55,9 +55,7 @@ from egoroll_ros.core.cartesian import cartesian_config_from_params, check_carte
 from egoroll_ros.core.frames import quat_to_matrix
 from egoroll_ros.core.gate import check, config_from_params
 from egoroll_ros.core.gate import prepare as prepare_limits
-from egoroll_ros.core.images import prepare_image
 from egoroll_ros.core.inference import (
-    load_policy,
     make_cartesian_chunk,
     make_chunk,
     predict_cartesian,
@@ -72,9 +70,12 @@ from egoroll_ros.core.observation import (
     LatestInputs,
     StaleInputError,
 )
+from egoroll_ros.core.policy import PolicyError
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryError
-from egoroll_ros.policies.base import PolicyError
+from egoroll_ros.policies.loading import load_policy
+from egoroll_ros.ros.images import prepare_image
+from egoroll_ros.ros.paths import resolve_path
 
 CHUNK_TOPIC = '/policy/chunk'
 VERDICT_TOPIC = '/safety/verdict'
@@ -202,7 +203,7 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
     p = params_from_yaml(opts.config, 'policy_node', POLICY_PARAMS, overrides)
     if not p['policy.num_threads']:
         p['policy.num_threads'] = 1        # one thread: identical results run to run
-    setup = setup_from_params(p)
+    setup = setup_from_params(p, resolve_path)
     default_gate = 'safety_gate_cartesian.yaml' if setup.cartesian else 'safety_gate.yaml'
     gate_path = opts.gate_config or _share() / 'config' / default_gate
     gp = params_from_yaml(gate_path, 'safety_gate', GATE_PARAMS)

@@ -35,12 +35,10 @@ from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
-    load_policy,
     make_cartesian_chunk,
     make_chunk,
     predict_cartesian,
     predict_positions,
-    resolve_path,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -53,6 +51,11 @@ from egoroll_ros.core.observation import (
     StaleInputError,
     camera_input,
 )
+from egoroll_ros.core.policy import (
+    Observation,
+    Policy,
+    PolicyError,
+)
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 from egoroll_ros.errors import (
     CheckpointError,
@@ -61,11 +64,7 @@ from egoroll_ros.errors import (
     InputError,
     TrajectoryError,
 )
-from egoroll_ros.policies.base import (
-    Observation,
-    Policy,
-    PolicyError,
-)
+from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.convert import (
     cartesian_chunk_to_msg,
     chunk_to_msg,
@@ -74,8 +73,10 @@ from egoroll_ros.ros.convert import (
     pose_from_msg,
     time_to_sec,
 )
+from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
@@ -191,7 +192,7 @@ class PolicyNode(LifecycleNode):
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.p = declare_params(self, PARAMS)
-        self.setup = setup_from_params(self.p)
+        self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
         self._cont_cols = list(self.setup.continuous_columns)
@@ -321,7 +322,8 @@ class PolicyNode(LifecycleNode):
         if self._needs_description and self._description is not None:
             setup = dataclasses.replace(setup, cartesian=dataclasses.replace(
                 setup.cartesian, urdf_text=self._description))
-        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning)
+        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
+                             prepare=prepare_image)
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
         if loaded.cartesian is not None:
             rt = loaded.cartesian

@@ -25,12 +25,12 @@ import rclpy.qos
 from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker
 
-from egoroll_ros.core.demo_task import demo_urdf_path
-from egoroll_ros.core.render import Intrinsics, SceneRenderer
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import ConfigError, RobotModelError
 from egoroll_ros.ros.params import Param, check_value, declare_params
 from egoroll_ros.ros.runner import run_node
+from egoroll_ros.sim.demo_task import demo_urdf_path
+from egoroll_ros.sim.render import Intrinsics, SceneRenderer
 
 
 def _target_problem(value: list[float]) -> str | None:

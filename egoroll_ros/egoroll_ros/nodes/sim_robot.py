@@ -1,6 +1,6 @@
 """sim_robot: a simulated arm that follows `command` and publishes `joint_states`.
 
-A thin shell around :class:`egoroll_ros.core.sim.SimArm`. Faults for tests are parameters that
+A thin shell around :class:`egoroll_ros.sim.robot.SimArm`. Faults for tests are parameters that
 can be changed at run time with set_parameters: ``fault.freeze``, ``fault.drop_fraction``,
 ``fault.extra_lag``.
 """
@@ -20,12 +20,12 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from egoroll_ros.core.sim import DelayLine, SimArm
 from egoroll_ros.core.trajectory import splice
 from egoroll_ros.errors import ConfigError, EgorollError
 from egoroll_ros.ros.convert import sec_to_time, trajectory_from_msg
 from egoroll_ros.ros.params import Param, check_value, declare_params, per_joint
 from egoroll_ros.ros.runner import run_node
+from egoroll_ros.sim.robot import DelayLine, SimArm
 
 COMMAND_INTERFACES = ('joint_state', 'float64_multi_array', 'joint_trajectory')
 
