@@ -101,7 +101,8 @@ PARAMS = [
     Param('policy.isolated', bool, False, 'Run the backend in a separate Python process.',
           read_only=True),
     Param('policy.python_executable', str, '', 'Interpreter of the isolated process (another '
-          "venv's bin/python); empty: this one.", read_only=True),
+          "venv's bin/python); empty: the backend's managed runtime (lerobot: built by "
+          "'egoroll runtime lerobot'), else this one.", read_only=True),
     Param('policy.request_timeout', float, 2.0, 'Isolated: seconds allowed per inference.',
           min=0.001, max=600.0, read_only=True),
     Param('policy.load_timeout', float, 120.0, 'Isolated: seconds allowed to load.',
@@ -217,7 +218,6 @@ class PolicyNode(LifecycleNode):
         self._preflight_result: tuple[bool, str] = (False, '')
         self._req_lock = threading.Lock()
         self._reset_generation = -1
-        self._warned: set[str] = set()
 
         inputs_group = ReentrantCallbackGroup()
         self._srv_group = MutuallyExclusiveCallbackGroup()
@@ -287,8 +287,8 @@ class PolicyNode(LifecycleNode):
     def _on_description(self, msg: String) -> None:
         if self._description is not None:
             if msg.data != self._description:
-                self._warn_once('description', 'robot_description changed: ignored (the '
-                                'model is fixed at configure; reconfigure to take it)')
+                self.get_logger().warning('robot_description changed: ignored (the '
+                                'model is fixed at configure; reconfigure to take it)', once=True)
             return
         self._description = msg.data
         self.get_logger().info(f'robot_description received ({len(msg.data)} bytes)')
@@ -386,7 +386,7 @@ class PolicyNode(LifecycleNode):
         try:
             js = joint_state_from_msg(msg, now)
         except TrajectoryError as exc:
-            self._warn_once('joint_states', f'joint_states ignored: {exc}')
+            self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
         self.inputs.put(JOINT_STATES, js, js.stamp, now)
 
@@ -403,8 +403,8 @@ class PolicyNode(LifecycleNode):
         if b < 0:
             return
         if b >= len(msg.buttons):
-            self._warn_once('joy', f'quest/joy has {len(msg.buttons)} buttons; '
-                                   f"'quest.toggle_button' is {b}")
+            self.get_logger().warning(f'quest/joy has {len(msg.buttons)} buttons; '
+                                   f"'quest.toggle_button' is {b}", once=True)
             return
         if self._debounce.update(bool(msg.buttons[b]), now):
             state = self.sm.state
@@ -416,11 +416,6 @@ class PolicyNode(LifecycleNode):
                 ok, why = self._start()
                 self.get_logger().info(f'Quest button start: {why}') if ok else \
                     self.get_logger().warning(f'Quest button start refused: {why}')
-
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
