@@ -9,6 +9,8 @@ cd "$root"
 if [ "$#" -eq 0 ]; then
   echo "== lint (ruff) =="
   tools/in_env.sh ruff check .
+  echo "== managed runtimes (built once per lock file, outside the clone) =="
+  tools/in_env.sh egoroll runtime lerobot
   set -- egoroll_ros/test
 fi
 echo "== pytest =="

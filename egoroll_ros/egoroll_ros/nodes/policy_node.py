@@ -102,7 +102,8 @@ PARAMS = [
     Param('policy.isolated', bool, False, 'Run the backend in a separate Python process.',
           read_only=True),
     Param('policy.python_executable', str, '', 'Interpreter of the isolated process (another '
-          "venv's bin/python); empty: this one.", read_only=True),
+          "venv's bin/python); empty: the backend's managed runtime (lerobot: built by "
+          "'egoroll runtime lerobot'), else this one.", read_only=True),
     Param('policy.request_timeout', float, 2.0, 'Isolated: seconds allowed per inference.',
           min=0.001, max=600.0, read_only=True),
     Param('policy.load_timeout', float, 120.0, 'Isolated: seconds allowed to load.',
