@@ -17,8 +17,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_demo(args: argparse.Namespace) -> int:
-    from egoroll_ros.core.demo_task import demo_urdf_path
     from egoroll_ros.demo.train import DemoTrainingConfig, train_demo_policy
+    from egoroll_ros.sim.demo_task import demo_urdf_path
 
     given = {k: v for k, v in (('episodes', args.episodes), ('steps', args.steps),
                                 ('seed', args.seed)) if v is not None}

@@ -57,7 +57,6 @@ from egoroll_ros.core.frames import quat_to_matrix
 from egoroll_ros.core.gate import check, config_from_params
 from egoroll_ros.core.gate import prepare as prepare_limits
 from egoroll_ros.core.inference import (
-    load_policy,
     make_cartesian_chunk,
     make_chunk,
     predict_cartesian,
@@ -73,9 +72,12 @@ from egoroll_ros.core.observation import (
     StaleInputError,
     put_camera,
 )
+from egoroll_ros.core.policy import PolicyError
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryError
-from egoroll_ros.policies.base import PolicyError
+from egoroll_ros.policies.loading import load_policy
+from egoroll_ros.ros.images import prepare_image
+from egoroll_ros.ros.paths import resolve_path
 
 CHUNK_TOPIC = '/policy/chunk'
 VERDICT_TOPIC = '/safety/verdict'
@@ -203,7 +205,7 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
     p = params_from_yaml(opts.config, 'policy_node', POLICY_PARAMS, overrides)
     if not p['policy.num_threads']:
         p['policy.num_threads'] = 1        # one thread: identical results run to run
-    setup = setup_from_params(p)
+    setup = setup_from_params(p, resolve_path)
     default_gate = 'safety_gate_cartesian.yaml' if setup.cartesian else 'safety_gate.yaml'
     gate_path = opts.gate_config or _share() / 'config' / default_gate
     gp = params_from_yaml(gate_path, 'safety_gate', GATE_PARAMS)
@@ -224,7 +226,8 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
         _deterministic(p['policy.num_threads'])
         path = p['policy.path'] or str(_share() / 'policies' / 'demo')
         warnings: list[str] = []
-        loaded = load_policy(p, setup, path, sys.executable, warnings.append)
+        loaded = load_policy(p, setup, path, sys.executable, warnings.append,
+                             prepare=prepare_image)   # the node's decoding, as live
         try:
             return _run(opts, bag, decode, p, setup, loaded, gate_cfg, model,
                         model_source, gate_path, path, warnings, baseline, out_bag, log)

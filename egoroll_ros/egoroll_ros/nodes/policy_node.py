@@ -35,12 +35,10 @@ from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
-    load_policy,
     make_cartesian_chunk,
     make_chunk,
     predict_cartesian,
     predict_positions,
-    resolve_path,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -54,6 +52,11 @@ from egoroll_ros.core.observation import (
     camera_input,
     put_camera,
 )
+from egoroll_ros.core.policy import (
+    Observation,
+    Policy,
+    PolicyError,
+)
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 from egoroll_ros.errors import (
     CheckpointError,
@@ -62,11 +65,7 @@ from egoroll_ros.errors import (
     InputError,
     TrajectoryError,
 )
-from egoroll_ros.policies.base import (
-    Observation,
-    Policy,
-    PolicyError,
-)
+from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.convert import (
     cartesian_chunk_to_msg,
     chunk_to_msg,
@@ -75,8 +74,10 @@ from egoroll_ros.ros.convert import (
     pose_from_msg,
     time_to_sec,
 )
+from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
@@ -189,7 +190,7 @@ class PolicyNode(LifecycleNode):
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.p = declare_params(self, PARAMS)
-        self.setup = setup_from_params(self.p)
+        self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
         self._cont_cols = list(self.setup.continuous_columns)
@@ -214,7 +215,6 @@ class PolicyNode(LifecycleNode):
         self._preflight_result: tuple[bool, str] = (False, '')
         self._req_lock = threading.Lock()
         self._reset_generation = -1
-        self._warned: set[str] = set()
 
         inputs_group = ReentrantCallbackGroup()
         self._srv_group = MutuallyExclusiveCallbackGroup()
@@ -274,8 +274,8 @@ class PolicyNode(LifecycleNode):
     def _on_description(self, msg: String) -> None:
         if self._description is not None:
             if msg.data != self._description:
-                self._warn_once('description', 'robot_description changed: ignored (the '
-                                'model is fixed at configure; reconfigure to take it)')
+                self.get_logger().warning('robot_description changed: ignored (the '
+                                'model is fixed at configure; reconfigure to take it)', once=True)
             return
         self._description = msg.data
         self.get_logger().info(f'robot_description received ({len(msg.data)} bytes)')
@@ -309,7 +309,8 @@ class PolicyNode(LifecycleNode):
         if self._needs_description and self._description is not None:
             setup = dataclasses.replace(setup, cartesian=dataclasses.replace(
                 setup.cartesian, urdf_text=self._description))
-        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning)
+        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
+                             prepare=prepare_image)
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
         if loaded.cartesian is not None:
             rt = loaded.cartesian
@@ -372,7 +373,7 @@ class PolicyNode(LifecycleNode):
         try:
             js = joint_state_from_msg(msg, now)
         except TrajectoryError as exc:
-            self._warn_once('joint_states', f'joint_states ignored: {exc}')
+            self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
         self.inputs.put(JOINT_STATES, js, js.stamp, now, clock=self._clock_now())
 
@@ -390,8 +391,8 @@ class PolicyNode(LifecycleNode):
         if b < 0:
             return
         if b >= len(msg.buttons):
-            self._warn_once('joy', f'quest/joy has {len(msg.buttons)} buttons; '
-                                   f"'quest.toggle_button' is {b}")
+            self.get_logger().warning(f'quest/joy has {len(msg.buttons)} buttons; '
+                                   f"'quest.toggle_button' is {b}", once=True)
             return
         if self._debounce.update(bool(msg.buttons[b]), now):
             state = self.sm.state
@@ -406,11 +407,6 @@ class PolicyNode(LifecycleNode):
     def _clock_now(self) -> float:
         """This node's ROS clock (s), the clock the inputs' header stamps are compared with."""
         return self.get_clock().now().nanoseconds * 1e-9
-
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,

@@ -45,8 +45,13 @@ from egoroll_ros.core.executor import (
     validate_goal,
 )
 from egoroll_ros.core.trajectory import INTERPOLATIONS
-from egoroll_ros.errors import TrajectoryError
-from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, trajectory_from_msg
+from egoroll_ros.errors import InputError, TrajectoryError
+from egoroll_ros.ros.convert import (
+    joint_state_from_msg,
+    sec_to_duration,
+    sec_to_time,
+    trajectory_from_msg,
+)
 from egoroll_ros.ros.params import Param, declare_params, per_joint
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
@@ -137,7 +142,6 @@ class TrajectoryServer(Node):
         self._waiters: dict[bytes, _Waiter] = {}
         self._submitted: set[bytes] = set()  # goals handed to the core
         self._early_cancel: set[bytes] = set()  # canceled before their execute callback ran
-        self._warned: set[str] = set()
 
         cmd_type = {'joint_state': JointState, 'float64_multi_array': Float64MultiArray,
                     'joint_trajectory': JointTrajectory}[self.interface]
@@ -162,27 +166,12 @@ class TrajectoryServer(Node):
             f'{self.interface}, stop {self.config.stop_behavior}')
 
     # ----- inputs -------------------------------------------------------------------------
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
-
     def _on_joint_states(self, msg: JointState) -> None:
         now = time.monotonic()
-        index = {n: i for i, n in enumerate(msg.name)}
         try:
-            order = [index[j] for j in self.config.joints]
-        except KeyError as exc:
-            self._warn_once('missing', f'joint_states lacks joint {exc}; ignored')
-            return
-        if len(msg.position) != len(msg.name):
-            self._warn_once('size', 'joint_states names and positions differ in size; ignored')
-            return
-        pos = np.asarray(msg.position, dtype=float)[order]
-        vel = np.asarray(msg.velocity, dtype=float)[order] \
-            if len(msg.velocity) == len(msg.name) else None
-        if not np.all(np.isfinite(pos)):
-            self._warn_once('finite', 'joint_states has non-finite positions; ignored')
+            pos, vel = joint_state_from_msg(msg, now).select(self.config.joints)
+        except (InputError, TrajectoryError) as exc:
+            self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
         with self._lock:
             self.core.update_measured(pos, vel, now)
@@ -307,7 +296,8 @@ class TrajectoryServer(Node):
             except Exception as exc:  # noqa: BLE001 - the loop must survive; reported
                 if not self.context.ok() or not self._running:
                     return  # shutting down
-                self._warn_once('tick', f'control tick failed: {type(exc).__name__}: {exc}')
+                self.get_logger().warning(
+                    f'control tick failed: {type(exc).__name__}: {exc}', once=True)
 
     def _tick(self, t: float, now: float, missed: int) -> None:
         ros_now = self.get_clock().now().nanoseconds * 1e-9 - (now - t)

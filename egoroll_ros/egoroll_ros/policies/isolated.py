@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 
 import egoroll_ros
-from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     Observation,
     Policy,
     PolicyCrashError,
@@ -38,6 +37,7 @@ from egoroll_ros.policies.base import (
     PolicyMetadata,
     PolicyTimeoutError,
 )
+from egoroll_ros.errors import CheckpointError
 from egoroll_ros.policies.protocol import (
     EndOfStreamError,
     FrameReader,

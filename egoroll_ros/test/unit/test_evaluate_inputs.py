@@ -14,8 +14,8 @@ import pytest
 
 from egoroll_ros.bag.evaluate import EvaluateOptions, evaluate
 from egoroll_ros.bag.synth import episode_messages, write_messages
-from egoroll_ros.core.demo_task import demo_urdf_path
 from egoroll_ros.errors import BagError
+from egoroll_ros.sim.demo_task import demo_urdf_path
 from egoroll_ros.testing import executable_path
 
 UNIT = Path(__file__).resolve().parent

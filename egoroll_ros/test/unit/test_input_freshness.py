@@ -25,8 +25,8 @@ from egoroll_ros.core.observation import (
     put_camera,
     stale_inputs,
 )
+from egoroll_ros.core.policy import ImageFeature, PolicyMetadata
 from egoroll_ros.core.types import JointStateData
-from egoroll_ros.policies.base import ImageFeature, PolicyMetadata
 
 CAM = camera_input('scene')
 MAX = {CAM: 0.2}
