@@ -29,6 +29,11 @@ def _cmd_train_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_runtime(args: argparse.Namespace) -> int:
+    from egoroll_ros.runtimes import main_runtime
+    return main_runtime(args.name, check_only=args.check)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``egoroll`` command."""
     parser = argparse.ArgumentParser(
@@ -67,6 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument('--eval-episodes', type=int, default=10,
                        help='offline closed-loop evaluation episodes (0: none)')
     train.set_defaults(func=_cmd_train_demo)
+
+    rt = sub.add_parser(
+        'runtime', help='build (once) a managed Python runtime, e.g. lerobot; prints its python',
+        description='Create the pinned virtual environment NAME (lerobot: Python 3.12, '
+        'lerobot 0.6.1, torch and every transitive package from the lock file shipped in '
+        'egoroll_ros/runtimes/) under ${XDG_CACHE_HOME:-~/.cache}/egoroll/runtimes, keyed by the '
+        "lock's hash. Idempotent: a built runtime returns at once. Prints the interpreter path.")
+    from egoroll_ros.runtimes import RUNTIMES
+    rt.add_argument('name', choices=sorted(RUNTIMES), help='runtime name')
+    rt.add_argument('--check', action='store_true',
+                    help='only locate it: exit 2 with the reason when it is not built')
+    rt.set_defaults(func=_cmd_runtime)
 
     from egoroll_ros.bag.cli import add_evaluate_parser, add_replay_parser
     add_replay_parser(sub)

@@ -78,6 +78,7 @@ from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryErro
 from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.robot_models import load_robot_model
 
 CHUNK_TOPIC = '/policy/chunk'
 VERDICT_TOPIC = '/safety/verdict'
@@ -166,7 +167,7 @@ def to_rosbags(msg: Any, store: Any) -> Any:
 def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
                  urdf_path: str) -> tuple[RobotModel, str]:
     if opts.urdf is not None:
-        return RobotModel.from_file(opts.urdf), str(opts.urdf)
+        return load_robot_model(opts.urdf), str(opts.urdf)
     topic = absolute('robot_description', opts.namespace)
     info = bag.info.topics.get(topic)
     if info is not None and info.msgtype == 'std_msgs/msg/String':
@@ -175,9 +176,10 @@ def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
                 text = decode(mtype, raw, topic).data
             except InputError as exc:
                 raise BagError(str(exc)) from None
-            return RobotModel(text, source=f'{topic} in the bag'), f'{topic} in the bag'
+            return load_robot_model(urdf_text=text, source=f'{topic} in the bag'), \
+                f'{topic} in the bag'
     if urdf_path:
-        return RobotModel.from_file(urdf_path), urdf_path
+        return load_robot_model(urdf_path), urdf_path
     raise ConfigError('no robot model for the gate: pass --urdf, record robot_description in '
                       "the bag, or set 'urdf_path' in the gate configuration")
 

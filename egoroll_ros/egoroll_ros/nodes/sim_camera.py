@@ -14,7 +14,6 @@ the policy node sees a stale camera instead of a frozen scene with a fresh stamp
 from __future__ import annotations
 
 import math
-from pathlib import Path
 import threading
 import time
 
@@ -26,9 +25,9 @@ import rclpy.qos
 from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker
 
-from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import ConfigError, RobotModelError
 from egoroll_ros.ros.params import Param, check_value, declare_params
+from egoroll_ros.ros.robot_models import load_robot_model
 from egoroll_ros.ros.runner import run_node
 from egoroll_ros.sim.demo_task import demo_urdf_path
 from egoroll_ros.sim.render import Intrinsics, SceneRenderer
@@ -77,9 +76,8 @@ class SimCamera(Node):
         super().__init__(node_name, **kwargs)
         p = declare_params(self, PARAMS)
         self._specs = {s.name: s for s in PARAMS}
-        path = Path(p['urdf_path']) if p['urdf_path'] else demo_urdf_path()
         try:
-            model = RobotModel.from_file(path)
+            model = load_robot_model(p['urdf_path'] or demo_urdf_path())
         except RobotModelError as exc:
             raise ConfigError(f"parameter 'urdf_path': {exc}") from None
         intrinsics = Intrinsics.from_fov(p['width'], p['height'], p['fov_deg'])
@@ -107,7 +105,7 @@ class SimCamera(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0 / p['rate'], self._tick)
         self.get_logger().info(
-            f'rendering {path.name} from {self._frame_id} ({p["width"]}x{p["height"]}) to '
+            f'rendering {model.name} from {self._frame_id} ({p["width"]}x{p["height"]}) to '
             f'{self._image_pub.topic_name} at up to {p["rate"]:g} Hz; target {self._target}')
 
     def _on_joint_state(self, msg: JointState) -> None:

@@ -18,6 +18,7 @@ from egoroll_ros.core.observation import ObservationBuilder
 from egoroll_ros.core.policy import CartesianSupply, Policy, validate_metadata
 from egoroll_ros.errors import CheckpointError
 from egoroll_ros.policies.registry import load_backend
+from egoroll_ros.runtimes import backend_runtime
 
 
 def _supply(setup: PolicySetup) -> CartesianSupply | None:
@@ -69,10 +70,14 @@ def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
     options: dict[str, Any] = {}
     if p['policy.num_threads']:
         options['num_threads'] = p['policy.num_threads']
-    if p['policy.isolated']:
+    # A backend with a managed runtime (lerobot) always runs in its own worker process; an
+    # empty policy.python_executable then means that runtime, not this interpreter.
+    managed = backend_runtime(p['policy.backend']) is not None
+    if p['policy.isolated'] or managed:
         cls = load_backend('isolated')
         policy = cls.load(path, backend=p['policy.backend'],
-                          python_executable=p['policy.python_executable'] or python_executable,
+                          python_executable=p['policy.python_executable']
+                          or (None if managed else python_executable),
                           request_timeout=p['policy.request_timeout'],
                           load_timeout=p['policy.load_timeout'], backend_options=options)
     else:

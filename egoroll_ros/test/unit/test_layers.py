@@ -16,10 +16,10 @@ import egoroll_ros
 
 #: Layer of each sub-package (or top-level module) of egoroll_ros: a module may import only
 #: from its own layer or lower ones. ``sim`` stands apart, on the cores.
-LAYERS = {'__init__': 0, 'errors': 0, 'core': 1, 'policies': 2, 'sim': 2, 'ros': 3,
+LAYERS = {'__init__': 0, 'errors': 0, 'core': 1, 'runtimes': 1, 'policies': 2, 'sim': 2, 'ros': 3,
           'nodes': 4, 'bag': 4, 'demo': 4, 'testing': 4, 'cli': 5}
 #: Layers that must run without ROS: no rclpy, no message packages, no ament index.
-ROS_FREE = ('core', 'policies')
+ROS_FREE = ('core', 'runtimes', 'policies')
 _ROS_MODULES = {'rclpy', 'rosidl_runtime_py', 'rosidl_parser', 'ament_index_python',
                 'cv_bridge', 'launch', 'launch_ros', 'rosbag2_py', 'rosbags', 'message_filters',
                 'tf2_ros', 'egoroll_interfaces', 'builtin_interfaces', 'rcl_interfaces',
