@@ -46,6 +46,7 @@ from egoroll_ros.core.observation import (
     ObservationBuilder,
     StaleInputError,
     camera_input,
+    put_camera,
 )
 from egoroll_ros.core.policy import (
     Policy,
@@ -116,12 +117,17 @@ PARAMS = [
           '(empty: all raw).', read_only=True),
     Param('query_frequency', float, 10.0, 'Inferences per second while running (Hz).',
           min=0.1, max=1000.0, read_only=True),
-    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s).',
+    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
+          'how long its header stamp may stay put and its frame stay identical.',
           min=0.001, max=60.0),
-    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s).', min=0.001,
+    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
+          'its header stamp may stay put.', min=0.001,
           max=60.0),
     Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
           min=0.001, max=60.0),
+    Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
+          "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
+          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
@@ -356,7 +362,8 @@ class PolicyNode(LifecycleNode):
     # ---------------------------------------------------------------- inputs
     def _camera_cb(self, name: str):  # noqa: ANN202
         def cb(msg: Image | CompressedImage) -> None:
-            self.inputs.put(name, msg, time_to_sec(msg.header.stamp), time.monotonic())
+            put_camera(self.inputs, name, msg, time_to_sec(msg.header.stamp),
+                       time.monotonic(), self._clock_now())
         return cb
 
     def _on_joint_states(self, msg: JointState) -> None:
@@ -366,17 +373,18 @@ class PolicyNode(LifecycleNode):
         except TrajectoryError as exc:
             self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
-        self.inputs.put(JOINT_STATES, js, js.stamp, now)
+        self.inputs.put(JOINT_STATES, js, js.stamp, now, clock=self._clock_now())
 
     def _pose_cb(self, name: str):  # noqa: ANN202
         def cb(msg: PoseStamped) -> None:
             self.inputs.put(name, pose_from_msg(msg), time_to_sec(msg.header.stamp),
-                            time.monotonic())
+                            time.monotonic(), clock=self._clock_now())
         return cb
 
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
-        self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now)
+        self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now,
+                        clock=self._clock_now())
         b = self.p['quest.toggle_button']
         if b < 0:
             return
@@ -393,6 +401,10 @@ class PolicyNode(LifecycleNode):
                 ok, why = self._start()
                 self.get_logger().info(f'Quest button start: {why}') if ok else \
                     self.get_logger().warning(f'Quest button start refused: {why}')
+
+    def _clock_now(self) -> float:
+        """This node's ROS clock (s), the clock the inputs' header stamps are compared with."""
+        return self.get_clock().now().nanoseconds * 1e-9
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
@@ -589,6 +601,10 @@ class PolicyNode(LifecycleNode):
                   ('last_inference_latency', st.last_inference_latency)]
         values += [(f'age {n}', f'{a:.3f}')
                    for n, a in zip(st.input_names, st.input_ages, strict=True)]
+        # clock offset (our clock at receipt - header stamp) of each input: last, min, max
+        values += [(f'clock offset {n}', f"{o['last']:+.4f} (min {o['min']:+.4f}, max "
+                                         f"{o['max']:+.4f}, {o['count']} msgs)")
+                   for n, o in self.inputs.clock_offsets().items() if o['count']]
         level = {State.FAULT: ERROR, State.UNCONFIGURED: WARN}.get(State(st.state), OK)
         return TaskStatus(level, f'{st.state_name}: {st.detail}', values)
 

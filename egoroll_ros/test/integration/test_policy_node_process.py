@@ -51,6 +51,7 @@ def test_installed_node_preflights_and_runs_a_read_only_act_checkpoint(ros_graph
     def feed() -> None:
         stamp = node.get_clock().now().to_msg()
         frame.header.stamp = stamp
+        frame.data = rng.integers(0, 255, 224 * 224 * 3, dtype=np.uint8).tobytes()  # not frozen
         cam.publish(frame)
         m = JointState(name=JOINTS, position=[0.0] * 8)
         m.header.stamp = stamp
