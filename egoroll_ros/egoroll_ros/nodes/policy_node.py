@@ -132,6 +132,14 @@ PARAMS = [
           min=0.1, max=3600.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
           min=5.0, max=100.0, read_only=True),
+    Param('gate.stop_service', str, 'safety/stop', 'The safety gate service every stop (policy/'
+          'stop, the Quest toggle, deactivate, a fault) calls, so the running chunk is canceled '
+          'and the gate forwards nothing until a new preflight; policy/stop answers success '
+          'only once the gate confirms the hold. Empty: no gate (stop only stops publishing; '
+          'a warning is logged).', read_only=True),
+    Param('gate.stop_timeout', float, 2.0, 'Seconds policy/stop waits for the gate to confirm '
+          'the hold; longer: policy/stop reports failure.', min=0.01, max=60.0,
+          read_only=True),
     Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
           'manager needed).', read_only=True),
     Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
@@ -242,6 +250,16 @@ class PolicyNode(LifecycleNode):
                             callback_group=self._srv_group)
         self.create_service(Trigger, 'policy/stop', self._srv_stop,
                             callback_group=self._srv_group)
+        self._gate_stop = None
+        if self.p['gate.stop_service']:
+            # Not in the services' group: policy/stop awaits this client's answer from inside
+            # that (mutually exclusive) group.
+            self._gate_stop = self.create_client(Trigger, self.p['gate.stop_service'],
+                                                 callback_group=ReentrantCallbackGroup())
+        else:
+            self.get_logger().warning("parameter 'gate.stop_service' is empty: a stop only "
+                                      'stops publishing; the running chunk goes on until the '
+                                      "executor's command_timeout")
         self.create_timer(1.0 / self.p['status_rate'], self._publish_status,
                           callback_group=status_group)
         self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
@@ -329,7 +347,8 @@ class PolicyNode(LifecycleNode):
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop any rollout and refuse requests."""
         self.active = False
-        self.sm.stop('deactivated')
+        if self.sm.stop('deactivated') is State.RUNNING:
+            self._stop_gate('lifecycle deactivate')
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -396,6 +415,7 @@ class PolicyNode(LifecycleNode):
             state = self.sm.state
             if state is State.RUNNING:
                 self.sm.stop('stopped by the Quest button')
+                self._stop_gate('the Quest button')
                 self.get_logger().info('rollout stopped by the Quest button')
             else:
                 ok, why = self._start()
@@ -450,11 +470,57 @@ class PolicyNode(LifecycleNode):
         res.success, res.message = self._start()
         return res
 
-    def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+    async def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        # No chunk of the rollout is published once sm.stop has returned; the gate then cancels
+        # what runs and answers once the executor confirmed the hold. A coroutine: the single
+        # executor thread keeps serving the gate's answer meanwhile.
         old = self.sm.stop('stopped by request')
-        res.success = True
-        res.message = f'stopped (was {old.name})'
+        if self._gate_stop is None:
+            res.success = True
+            res.message = (f'stopped publishing (was {old.name}); no safety gate configured '
+                           "(gate.stop_service ''): motion is NOT confirmed stopped")
+            return res
+        limit = self.p['gate.stop_timeout']
+        deadline = time.monotonic() + limit
+        if not self._gate_stop.service_is_ready():
+            res.success = False
+            res.message = (f'stopped publishing (was {old.name}), but the safety gate '
+                           f"({self.p['gate.stop_service']}) is unreachable: hold NOT confirmed "
+                           "(the executor's heartbeat and command timeouts still stop it)")
+            return res
+        future = self._gate_stop.call_async(Trigger.Request())
+        while not future.done() and time.monotonic() < deadline:
+            await next_turn()
+        if not future.done():
+            res.success = False
+            res.message = (f'stopped publishing (was {old.name}), but the safety gate did not '
+                           f'answer within {limit:g} s: hold NOT confirmed')
+            return res
+        gate = future.result()
+        res.success = bool(gate.success)
+        res.message = f'stopped (was {old.name}); gate: {gate.message}'
         return res
+
+    def _stop_gate(self, why: str) -> None:
+        """Ask the gate to stop (cancel and latch) without waiting (Quest, deactivate, fault)."""
+        if self._gate_stop is None:
+            return
+        if not self._gate_stop.service_is_ready():
+            self.get_logger().error(f'stop ({why}): the safety gate is unreachable; the '
+                                    "executor's heartbeat/command timeouts stop the arm")
+            return
+        future = self._gate_stop.call_async(Trigger.Request())
+
+        def done(f: Any) -> None:
+            try:
+                r = f.result()
+            except Exception as exc:  # noqa: BLE001 - report
+                self.get_logger().error(f'stop ({why}): safety/stop failed: {exc}')
+                return
+            log = self.get_logger().info if r.success else self.get_logger().error
+            log(f'stop ({why}): gate: {r.message}')
+        future.add_done_callback(done)
+        wake_executor(self)
 
     # ---------------------------------------------------------------- worker
     def _run_worker(self) -> None:
@@ -492,8 +558,11 @@ class PolicyNode(LifecycleNode):
                 self._step(gen)
 
     def _fault(self, reason: str, gen: int | None) -> None:
+        running = self.sm.is_current(gen) if gen is not None else self.sm.state is State.RUNNING
         if self.sm.fault(reason, gen):
             self.get_logger().error(f'FAULT: {reason}')
+            if running:
+                self._stop_gate(f'policy fault: {reason}')
 
     def _infer(self, shadow: bool = False) -> Step | str:
         """One rollout step on the latest inputs: the step, or a skip reason.
