@@ -39,7 +39,8 @@ CODES: dict[str, int] = {
     'NON_FINITE': -4, 'TIME_NOT_INCREASING': -5, 'EMPTY_TRAJECTORY': -6, 'OLD_SEQUENCE': -7,
     'TRAJECTORY_IN_PAST': -8, 'NO_STATE': -9, 'STALE_STATE': -10, 'PREEMPTED': -11,
     'CANCELED': -12, 'PATH_TOLERANCE_VIOLATED': -13, 'GOAL_TOLERANCE_VIOLATED': -14,
-    'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17,
+    'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17, 'HEARTBEAT_LOST': -18,
+    'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21,
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
@@ -75,6 +76,11 @@ class ExecutorConfig:
     idle_output: str = 'hold'
     interpolation: str = 'auto'
     blend_time: float = 0.0
+    #: Supervision (see :meth:`ExecutorCore.supervise`): s without an interlock heartbeat
+    #: after which goals abort HEARTBEAT_LOST and new ones are refused; 0 = not supervised.
+    heartbeat_timeout: float = 0.0
+    #: Consecutive missed control deadlines that abort the goal DEADLINE_MISSED; 0 = off.
+    max_late_ticks: int = 0
 
     def __post_init__(self) -> None:
         joints = tuple(self.joints)
@@ -113,6 +119,10 @@ class ExecutorConfig:
             raise ConfigError(f"parameter 'idle_output': must be one of {IDLE_OUTPUTS}")
         if self.interpolation not in INTERPOLATIONS:
             raise ConfigError(f"parameter 'interpolation': must be one of {INTERPOLATIONS}")
+        if not (math.isfinite(self.heartbeat_timeout) and self.heartbeat_timeout >= 0.0):
+            raise ConfigError("parameter 'heartbeat_timeout': must be >= 0 (0 = off)")
+        if int(self.max_late_ticks) != self.max_late_ticks or self.max_late_ticks < 0:
+            raise ConfigError("parameter 'max_late_ticks': must be an integer >= 0 (0 = off)")
 
     @property
     def period(self) -> float:
@@ -288,6 +298,8 @@ class ExecutorCore:
         self.last_error = ''
         self.late_ticks = 0
         self.ticks = 0
+        self._heartbeat: tuple[float, bool, str] | None = None   # received, allowed, state
+        self._consecutive_late = 0
 
     # ----- inputs -------------------------------------------------------------------------
     @property
@@ -366,6 +378,7 @@ class ExecutorCore:
     def tick(self, now: float) -> TickResult:
         """Advance to steady-clock time ``now`` and return the setpoint to publish."""
         self.ticks += 1
+        self.supervise(now)
         if self._pending is not None:
             self._adopt(now)
         if self._active is not None:
@@ -393,10 +406,62 @@ class ExecutorCore:
         """Count control deadlines that were missed."""
         self.late_ticks += missed
 
+    # ----- supervision: interlock heartbeat, deadlines (separate from sampling/splicing) --
+    def update_heartbeat(self, received: float, motion_allowed: bool, state: str) -> None:
+        """An interlock heartbeat arrived at steady-clock time ``received``."""
+        self._heartbeat = (float(received), bool(motion_allowed), str(state))
+
+    def supervision_error(self, now: float) -> TrajectoryError | None:
+        """Why a goal may not run now (heartbeat missing, stale or saying no), else None."""
+        timeout = self.config.heartbeat_timeout
+        if timeout <= 0.0:
+            return None
+        hb = self._heartbeat
+        if hb is None:
+            return TrajectoryError('HEARTBEAT_LOST', 'no interlock heartbeat received yet '
+                                   '(safety/heartbeat from the safety gate)')
+        age = now - hb[0]
+        if age > timeout:
+            return TrajectoryError('HEARTBEAT_LOST', f'interlock heartbeat {age:.3f} s old '
+                                   f'(heartbeat_timeout {timeout:g} s); holding')
+        # The state it carries (hb[1], hb[2]) is for diagnostics only: a heartbeat and a goal
+        # travel on different DDS writers, so a heartbeat sent before the gate forwarded a goal
+        # can arrive after it; acting on its state would abort good goals. The gate's own
+        # cancel stops motion on its decisions; the heartbeat proves it is alive.
+        return None
+
+    def supervise(self, now: float) -> None:
+        """Abort every goal and stop when supervision fails (called by :meth:`tick`)."""
+        if self._pending is None and self._active is None:
+            return
+        err = self.supervision_error(now)
+        if err is not None:
+            self.halt(now, err.code, str(err))
+
+    def note_deadline(self, now: float, missed: int) -> None:
+        """One tick ran; ``missed`` deadlines were skipped before it (0: on time).
+
+        ``max_late_ticks`` consecutive missed deadlines abort the goal (DEADLINE_MISSED) and
+        hold, as a robot controller's communication-constraints error does.
+        """
+        if missed <= 0:
+            self._consecutive_late = 0
+            return
+        self.note_late_tick(missed)
+        self._consecutive_late += missed
+        limit = self.config.max_late_ticks
+        if limit and self._consecutive_late >= limit and (
+                self._pending is not None or self._active is not None):
+            self.halt(now, 'DEADLINE_MISSED', f'{self._consecutive_late} consecutive control '
+                      f'deadlines missed (max_late_ticks {limit}); holding')
+            self._consecutive_late = 0
+
     def diagnostics(self, now: float) -> dict[str, str]:
         """Key/value status for /diagnostics."""
         age = 'never' if self._measured is None else f'{now - self._measured.received:.3f}'
-        return {'state': self.state,
+        hb = self._heartbeat
+        return {'heartbeat_age': 'never' if hb is None else f'{now - hb[0]:.3f}',
+                'interlock_state': '' if hb is None else hb[2],'state': self.state,
                 'active_sequence': '' if self.active_sequence is None
                 else str(self.active_sequence),
                 'last_sequence': '' if self.last_sequence is None else str(self.last_sequence),

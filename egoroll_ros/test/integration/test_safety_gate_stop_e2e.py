@@ -70,7 +70,10 @@ class Graph:
             wait_publishers=['joint_states'], wait_services=['sim_robot/set_parameters'])
         launcher.start('trajectory_server', 'trajectory_server', params=dict(
             joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
-            state_timeout=3.0), wait_actions=['execute_trajectory'])
+            state_timeout=3.0,
+            # One 6 s chunk at a time (no newer goal within the default 0.5 s); a descheduled
+            # process must not latch DEADLINE_MISSED here (tested in test_trajectory_server).
+            command_timeout=0.0, max_late_ticks=0), wait_actions=['execute_trajectory'])
         launcher.start('safety_gate', 'safety_gate',
                        params_files=[f'{share}/config/safety_gate.yaml'],
                        params=dict(urdf_path=urdf, require_deadman=True, joy_timeout=1.0,

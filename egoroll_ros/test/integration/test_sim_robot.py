@@ -87,6 +87,7 @@ def test_installed_server_and_sim_run_a_demo_goal_from_their_config_files(ros_gr
                    wait_publishers=['joint_states'], wait_subscriptions=['command'])
     launcher.start('trajectory_server', 'trajectory_server',
                    params_files=[CONFIG / 'trajectory_server.yaml'],
+                   params={'heartbeat_timeout': 0.0},   # no safety gate in this test
                    wait_actions=['execute_trajectory'])
     node = ros_graph.node('demo_goal_tester')
     states = ros_graph.collect(node, JointState, 'joint_states', qos_profile_sensor_data)

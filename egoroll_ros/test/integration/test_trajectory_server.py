@@ -50,7 +50,11 @@ class Rig:
     def __init__(self, graph, server=None, sim=None, start_sim=True):
         self.graph = graph
         sp = dict(joints=J, control_rate=100.0, state_timeout=1.0, max_velocity=[VMAX] * 3,
-                  max_acceleration=[20.0] * 3, goal_time_tolerance=0.5)
+                  max_acceleration=[20.0] * 3, goal_time_tolerance=0.5,
+                  # The executor alone: no safety gate, so no heartbeat to supervise; goals
+                  # longer than the default command_timeout; a descheduled test process must
+                  # not latch DEADLINE_MISSED. Each has its own test, which sets it.
+                  heartbeat_timeout=0.0, command_timeout=0.0, max_late_ticks=0)
         sp.update(server or {})
         self.server = graph.add(TrajectoryServer(context=graph.context,
                                                  parameter_overrides=_params(sp)))
