@@ -212,6 +212,19 @@ def validate_goal(traj: JointTrajectoryData, sequence: int, source: str, *,
                      accelerations=cols(traj.accelerations), received=mono_now)
 
 
+def source_error(source: str, allowed: set[str] | frozenset[str]) -> TrajectoryError | None:
+    """``SOURCE_REFUSED`` unless ``source`` is one of ``allowed`` (empty: any source).
+
+    A goal's ``source`` is what its sender wrote: this catches a wrong or forgotten client
+    (a test script, a second gate), not a deliberate attacker; only SROS2 access control can
+    keep other nodes off the action (docs/executor.md).
+    """
+    if not allowed or source in allowed:
+        return None
+    return TrajectoryError('SOURCE_REFUSED', f"goal source '{source}' is not an allowed source "
+                           f'({", ".join(sorted(allowed))}); parameter allowed_sources')
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How a goal ended. ``key`` is the caller's handle for the goal."""

@@ -42,6 +42,7 @@ from egoroll_ros.core.executor import (
     ExecutorCore,
     Outcome,
     TickResult,
+    source_error,
     validate_goal,
 )
 from egoroll_ros.core.trajectory import INTERPOLATIONS
@@ -80,6 +81,11 @@ PARAMS = [
           'interlock heartbeat (safety/heartbeat): older aborts the goal (HEARTBEAT_LOST) and '
           'holds, and new goals are refused. 0 = not supervised (a warning is logged).',
           min=0.0, max=10.0, read_only=True),
+    Param('allowed_sources', 'str[]', ['safety_gate'], "Goal sources accepted (a goal's "
+          "`source` must equal one; names without a leading / are in this node's namespace); "
+          'others end SOURCE_REFUSED. The gate sends its node name. This stops mistakes, not '
+          'attackers (use SROS2: docs/executor.md). Empty: any source (a warning is logged).',
+          read_only=True),
     Param('max_late_ticks', int, 50, 'Consecutive missed control deadlines that abort the goal '
           '(DEADLINE_MISSED) and hold; 0 = off (a warning is logged).', min=0, max=100000,
           read_only=True),
@@ -166,6 +172,12 @@ class TrajectoryServer(Node):
         self._heartbeat_sub = self.create_subscription(
             InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        ns = self.get_namespace().rstrip('/')
+        self._allowed = {s if s.startswith('/') else f'{ns}/{s}'
+                         for s in p['allowed_sources']}
+        if not self._allowed:
+            self.get_logger().warning("parameter 'allowed_sources' is empty: goals from any "
+                                      'node are executed')
         for name, what in (('command_timeout', 'a dead policy or gate does not stop the arm'),
                            ('heartbeat_timeout', 'the safety gate is not supervised: a dead '
                             'gate does not stop the arm'),
@@ -215,7 +227,8 @@ class TrajectoryServer(Node):
                     last_sequence=self.core.last_sequence,
                     ros_now=self.get_clock().now().nanoseconds * 1e-9,
                     mono_now=time.monotonic(), measured=self.core.measured)
-                refusal = self.core.supervision_error(time.monotonic())
+                refusal = source_error(req.source, self._allowed) or \
+                    self.core.supervision_error(time.monotonic())
                 if refusal is not None:
                     raise refusal
                 waiter = _Waiter(goal_handle)

@@ -1,10 +1,12 @@
 """The executor supervises the gate: installed sim_robot, trajectory_server and safety_gate.
 
-SIGKILL of the safety gate while a long chunk executes: the gate's ``safety/heartbeat`` stops,
-and the executor aborts the goal (HEARTBEAT_LOST) and holds, measured on the stamps of
-``executor/commanded`` (``command_timeout`` is off here, so nothing else can stop it before
-the 6 s chunk ends). An e-stop pressed after the gate died changes nothing (the arm already
-holds), and a goal sent straight to the executor meanwhile is refused HEARTBEAT_LOST.
+A goal sent straight to the executor by another node (within and beyond the URDF limits) is
+refused SOURCE_REFUSED while a chunk runs. Then SIGKILL of the safety gate mid-chunk: the
+gate's ``safety/heartbeat`` stops, and the executor aborts the goal (HEARTBEAT_LOST) and holds,
+measured on the stamps of ``executor/commanded`` (``command_timeout`` is off here, so nothing
+else can stop it before the 6 s chunk ends). An e-stop pressed after the gate died changes
+nothing (the arm already holds), and a goal sent straight to the executor meanwhile, even one
+naming the gate as its source, is refused HEARTBEAT_LOST.
 """
 
 from __future__ import annotations
@@ -80,6 +82,21 @@ def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothi
             msg.header.stamp = node.get_clock().now().to_msg()
             joy_pub.publish(msg)
 
+    client = ActionClient(node, ExecuteTrajectory, 'execute_trajectory')
+    rogue_seq = [10**15]
+
+    def rogue_goal(source: str, target: np.ndarray):
+        assert client.wait_for_server(timeout_sec=10.0)
+        rogue_seq[0] += 1
+        goal = ExecuteTrajectory.Goal(sequence=rogue_seq[0], source=source)
+        goal.trajectory = trajectory_to_msg(JointTrajectoryData(
+            tuple(ARM), np.array([1.0]), np.asarray(target)[None, :], stamp=0.0))
+        fut = client.send_goal_async(goal)
+        wait_until(fut.done, 10.0, 'goal answered')
+        res_fut = fut.result().get_result_async()
+        wait_until(res_fut.done, 10.0, 'goal result')
+        return res_fut.result().result
+
     thread = threading.Thread(target=hold_deadman, daemon=True)
     thread.start()
     try:
@@ -104,6 +121,14 @@ def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothi
         assert v.forwarded, v.summary
         wait_until(lambda: abs(commanded.snapshot()[-1].position[ROLL] - q0[ROLL]) > 0.05
                    if commanded.snapshot() else False, 10.0, 'the chunk moves the setpoints')
+        # A goal from another node while the gate lives, within and beyond the URDF limits
+        # (elbow upper limit 2.0 rad): refused, the running goal unaffected.
+        for elbow in (q0[ARM.index('elbow')] + 0.01, 2.15):
+            target = q0.copy()
+            target[ARM.index('elbow')] = elbow
+            result = rogue_goal('rogue', target)
+            assert result.error_code == ExecuteTrajectory.Result.SOURCE_REFUSED, \
+                result.error_string
         t_kill = time.monotonic()
         os.kill(gate.popen.pid, signal.SIGKILL)
         gate.popen.wait(timeout=10.0)
@@ -131,17 +156,9 @@ def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothi
         n = len(commanded.snapshot())
         for m in commanded.wait_count(n + 50, 10.0)[n:]:
             np.testing.assert_array_equal(np.array(m.position), held)
-        # A goal straight to the executor while the gate is dead: refused.
-        client = ActionClient(node, ExecuteTrajectory, 'execute_trajectory')
-        assert client.wait_for_server(timeout_sec=10.0)
-        goal = ExecuteTrajectory.Goal(sequence=10**15, source='rogue')
-        goal.trajectory = trajectory_to_msg(JointTrajectoryData(
-            tuple(ARM), np.array([0.5]), held[None, :] + 0.01, stamp=0.0))
-        fut = client.send_goal_async(goal)
-        wait_until(fut.done, 10.0, 'goal answered')
-        res_fut = fut.result().get_result_async()
-        wait_until(res_fut.done, 10.0, 'goal result')
-        result = res_fut.result().result
+        # A goal straight to the executor while the gate is dead, even one naming the gate as
+        # its source: refused.
+        result = rogue_goal('/safety_gate', held)
         assert result.error_code == ExecuteTrajectory.Result.HEARTBEAT_LOST, result.error_string
     finally:
         stop.set()

@@ -54,7 +54,8 @@ class Rig:
                   # The executor alone: no safety gate, so no heartbeat to supervise; goals
                   # longer than the default command_timeout; a descheduled test process must
                   # not latch DEADLINE_MISSED. Each has its own test, which sets it.
-                  heartbeat_timeout=0.0, command_timeout=0.0, max_late_ticks=0)
+                  heartbeat_timeout=0.0, command_timeout=0.0, max_late_ticks=0,
+                  allowed_sources=['/test'])
         sp.update(server or {})
         self.server = graph.add(TrajectoryServer(context=graph.context,
                                                  parameter_overrides=_params(sp)))
@@ -91,7 +92,7 @@ class Rig:
             if velocities is not None:
                 p.velocities = list(velocities[i])
             traj.points.append(p)
-        return ExecuteTrajectory.Goal(trajectory=traj, sequence=seq, source='test')
+        return ExecuteTrajectory.Goal(trajectory=traj, sequence=seq, source='/test')
 
     def send(self, goal, feedback=None):
         fut = self.client.send_goal_async(goal, feedback_callback=feedback)
