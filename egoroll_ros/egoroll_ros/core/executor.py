@@ -81,6 +81,9 @@ class ExecutorConfig:
     heartbeat_timeout: float = 0.0
     #: Consecutive missed control deadlines that abort the goal DEADLINE_MISSED; 0 = off.
     max_late_ticks: int = 0
+    #: Per-joint position limits checked on every setpoint (both empty: unchecked).
+    position_lower: tuple[float, ...] = ()
+    position_upper: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         joints = tuple(self.joints)
@@ -121,6 +124,20 @@ class ExecutorConfig:
             raise ConfigError(f"parameter 'interpolation': must be one of {INTERPOLATIONS}")
         if not (math.isfinite(self.heartbeat_timeout) and self.heartbeat_timeout >= 0.0):
             raise ConfigError("parameter 'heartbeat_timeout': must be >= 0 (0 = off)")
+        lo, hi = tuple(map(float, self.position_lower)), tuple(map(float, self.position_upper))
+        object.__setattr__(self, 'position_lower', lo)
+        object.__setattr__(self, 'position_upper', hi)
+        if lo or hi:
+            for name, vals in (('position_lower', lo), ('position_upper', hi)):
+                if len(vals) != n:
+                    raise ConfigError(f"parameter '{name}': needs one value per joint ({n}), "
+                                      f'got {len(vals)}')
+                if not all(math.isfinite(v) for v in vals):
+                    raise ConfigError(f"parameter '{name}': values must be finite")
+            bad = [j for j, a, b in zip(joints, lo, hi, strict=True) if not a < b]
+            if bad:
+                raise ConfigError(f"parameters 'position_lower'/'position_upper': lower must "
+                                  f'be below upper for {", ".join(bad)}')
         if int(self.max_late_ticks) != self.max_late_ticks or self.max_late_ticks < 0:
             raise ConfigError("parameter 'max_late_ticks': must be an integer >= 0 (0 = off)")
 
@@ -397,6 +414,8 @@ class ExecutorCore:
         if self._active is not None:
             self._watchdogs(now)
         setpoint = self._sample(now)
+        if setpoint is not None:
+            setpoint = self._check_position_limits(now, setpoint)
         feedback = None
         if self._active is not None and setpoint is not None:
             setpoint = self._check_tracking(now, setpoint)
@@ -603,6 +622,28 @@ class ExecutorCore:
                 return Setpoint(now, self._last.positions.copy(), np.zeros(self.n))
         self._continuous = True
         return sp
+
+    def _check_position_limits(self, now: float, sp: Setpoint) -> Setpoint:
+        """Every moving setpoint within position_lower/upper, else LIMIT_VIOLATED and hold at
+        the previous setpoint (never clamped to the limit)."""
+        cfg = self.config
+        if not cfg.position_lower or self.state not in (EXECUTING, STOPPING):
+            return sp
+        lo, hi = np.asarray(cfg.position_lower), np.asarray(cfg.position_upper)
+        over = np.maximum(lo - sp.positions, sp.positions - hi)
+        if not np.any(over > 0.0):
+            return sp
+        j = int(np.argmax(over))
+        msg = (f'setpoint of joint {cfg.joints[j]} {sp.positions[j]:.6f} is beyond its '
+               f'position limit [{lo[j]:g}, {hi[j]:g}]; holding')
+        if self._active is not None:
+            self._end(self._active, 'LIMIT_VIOLATED', msg, now)
+            self._active = None
+        else:
+            self.last_error = msg
+        at = self._last.positions if self._last is not None else sp.positions
+        self._stop(now, at=at)
+        return Setpoint(now, at.copy(), np.zeros(self.n))
 
     def _check_tracking(self, now: float, sp: Setpoint) -> Setpoint:
         a = self._active

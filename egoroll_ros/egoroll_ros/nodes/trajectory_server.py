@@ -86,6 +86,12 @@ PARAMS = [
           'others end SOURCE_REFUSED. The gate sends its node name. This stops mistakes, not '
           'attackers (use SROS2: docs/executor.md). Empty: any source (a warning is logged).',
           read_only=True),
+    Param('position_lower', 'float[]', [], 'Per-joint lowest position any setpoint may have '
+          '(rad or m; the URDF limits, the same the gate checks with its margin); a setpoint '
+          'beyond aborts the goal LIMIT_VIOLATED and holds (never clamped). Empty with '
+          'position_upper: unchecked (a warning is logged).', read_only=True),
+    Param('position_upper', 'float[]', [], 'Per-joint highest position any setpoint may have '
+          '(rad or m).', read_only=True),
     Param('max_late_ticks', int, 50, 'Consecutive missed control deadlines that abort the goal '
           '(DEADLINE_MISSED) and hold; 0 = off (a warning is logged).', min=0, max=100000,
           read_only=True),
@@ -147,7 +153,8 @@ class TrajectoryServer(Node):
             max_acceleration=tuple(p['max_acceleration']), stop_behavior=p['stop_behavior'],
             idle_output=p['idle_output'], interpolation=p['interpolation'],
             blend_time=p['blend_time'], heartbeat_timeout=p['heartbeat_timeout'],
-            max_late_ticks=p['max_late_ticks'])
+            max_late_ticks=p['max_late_ticks'], position_lower=tuple(p['position_lower']),
+            position_upper=tuple(p['position_upper']))
         self.interface = p['command_interface']
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))
@@ -181,7 +188,9 @@ class TrajectoryServer(Node):
         for name, what in (('command_timeout', 'a dead policy or gate does not stop the arm'),
                            ('heartbeat_timeout', 'the safety gate is not supervised: a dead '
                             'gate does not stop the arm'),
-                           ('max_late_ticks', 'missed control deadlines only count')):
+                           ('max_late_ticks', 'missed control deadlines only count'),
+                           ('position_lower', 'setpoints are not checked against position '
+                            'limits here (only by the gate)')):
             if not p[name]:
                 self.get_logger().warning(f"parameter '{name}' is 0 (off): {what}")
         self._action = ActionServer(

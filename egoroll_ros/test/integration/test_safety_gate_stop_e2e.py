@@ -286,10 +286,13 @@ class Graph:
         before them first (stamps are when the executor produced them)."""
         offset = time.time() - time.monotonic()
         msgs = self.commanded.snapshot()
-        out = [(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 - offset,
-                np.array(m.position)) for m in msgs]
-        k = next((i for i, (t, _) in enumerate(out) if t > t0), len(out))
-        return out[max(k - 1, 0):]
+        out = []
+        for m in reversed(msgs):          # newest first: only the tail is converted
+            t = m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 - offset
+            out.append((t, np.array(m.position)))
+            if t <= t0:
+                break
+        return out[::-1]
 
     def close(self) -> None:
         self._stop.set()
@@ -453,6 +456,7 @@ RACE_REPS = 100
 
 @pytest.mark.race
 @pytest.mark.safety
+@pytest.mark.timeout(900)   # 100 repetitions: about 1 min alone, several on a loaded machine
 def test_stop_race_no_setpoint_of_the_old_chunk_after_safety_stop_returns(e2e):
     """100 times: a chunk moves the arm, safety/stop is called at a random moment of it, and
     from the stamp of its return on every executor/commanded setpoint repeats the hold."""
@@ -472,7 +476,8 @@ def test_stop_race_no_setpoint_of_the_old_chunk_after_safety_stop_returns(e2e):
             with contextlib.suppress(AssertionError):
                 wait_until(lambda t=t_send: any(
                     not np.array_equal(q, e2e.setpoints_after(t)[0][1])
-                    for _, q in e2e.setpoints_after(t)), 3.0, 'the chunk moves the setpoints')
+                    for _, q in e2e.setpoints_after(t)), 3.0, 'the chunk moves the setpoints',
+                    interval=0.01)
                 break
         else:
             raise AssertionError(f'rep {rep}: no chunk moved the setpoints in 5 attempts')
@@ -481,7 +486,8 @@ def test_stop_race_no_setpoint_of_the_old_chunk_after_safety_stop_returns(e2e):
         res, t_ret = e2e.call_stop()
         assert res.success, f'rep {rep}: {res.message}'
         t_wait = time.monotonic()
-        wait_until(lambda t=t_wait: e2e.setpoints_after(t)[1:], 5.0, 'setpoints after the stop')
+        wait_until(lambda t=t_wait: e2e.setpoints_after(t)[1:], 5.0, 'setpoints after the stop',
+                   interval=0.01)
         after = e2e.setpoints_after(t_ret)
         bad = [t - t_ret for t, q in after if not np.array_equal(q, after[0][1])]
         assert not bad, f'rep {rep}: setpoints moved {bad} s after safety/stop returned'

@@ -366,3 +366,24 @@ def test_supervision_config_is_validated():
         _cfg(heartbeat_timeout=-1.0)
     with pytest.raises(ConfigError, match='max_late_ticks'):
         _cfg(max_late_ticks=-1)
+
+
+def test_setpoint_beyond_the_executors_own_position_limit_aborts_and_holds_unclamped():
+    rig = Rig(position_lower=(-1.0, -1.0), position_upper=(0.5, 1.0))
+    rig.goal([1.0], [[0.8, 0.2]], seq=1)     # joint a would pass 0.5
+    rig.run(1.2)
+    (key, code), = rig.codes()
+    assert code == 'LIMIT_VIOLATED'
+    msg = rig.outcomes[0].message
+    assert 'joint a' in msg and '0.5' in msg, msg
+    assert rig.core.state == HOLDING
+    assert all(s.positions[0] <= 0.5 for s in rig.setpoints)
+    held = rig.setpoints[-1].positions[0]
+    assert 0.4 < held <= 0.5            # held where it was, not clamped onto the limit
+
+
+def test_position_limits_need_one_value_per_joint_and_lower_below_upper():
+    with pytest.raises(ConfigError, match='position_lower'):
+        _cfg(position_lower=(0.0,), position_upper=(1.0, 1.0))
+    with pytest.raises(ConfigError, match='lower must be below upper'):
+        _cfg(position_lower=(1.0, 0.0), position_upper=(0.0, 1.0))
