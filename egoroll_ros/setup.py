@@ -23,6 +23,7 @@ setup(
         data_dir('launch/*.py', 'launch'),
         data_dir('config/*.yaml', 'config'),
         data_dir('config/*.rviz', 'config'),
+        data_dir('config/*.xml', 'config'),
         data_dir('urdf/*.urdf', 'urdf'),
         data_dir('policies/demo/*', 'policies/demo'),
     ],

@@ -105,6 +105,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 1 if cmp_ is not None and cmp_['regressions'] else 0
 
 
+def _fast_dds_profile() -> None:
+    """Point Fast DDS at the replay's writer profile (a 20 ms heartbeat, see
+    ``config/replay_fastdds.xml``) unless the user chose a profile file; before rclpy.init,
+    in this process only. Other RMWs ignore it."""
+    import os
+
+    if os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE') or \
+            os.environ.get('FASTRTPS_DEFAULT_PROFILES_FILE'):
+        return
+    from ament_index_python.packages import get_package_share_directory
+    xml = Path(get_package_share_directory('egoroll_ros')) / 'config' / 'replay_fastdds.xml'
+    if xml.is_file():
+        # Fast DDS 2 (Humble, Iron, Jazzy) reads the old name; Fast DDS 3 (Kilted) the new one
+        # and warns about the old one.
+        old = os.environ.get('ROS_DISTRO', '') in ('humble', 'iron', 'jazzy')
+        os.environ['FASTRTPS_DEFAULT_PROFILES_FILE' if old else
+                   'FASTDDS_DEFAULT_PROFILES_FILE'] = str(xml)
+
+
 def run_replay(args: argparse.Namespace) -> int:
     """Run ``egoroll replay``; 0 when every message was published, 130 on Ctrl-C."""
     import rclpy
@@ -117,6 +136,7 @@ def run_replay(args: argparse.Namespace) -> int:
                          loop=args.loop, topics=tuple(args.topics) if args.topics else None,
                          remap=parse_remaps(args.remap))
     show = args.progress == 'on' or (args.progress == 'auto' and sys.stderr.isatty())
+    _fast_dds_profile()
     context = rclpy.Context()
     try:
         from rclpy.signals import SignalHandlerOptions
