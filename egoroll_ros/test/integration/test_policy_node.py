@@ -277,3 +277,14 @@ def test_status_at_5hz_or_more_with_input_ages_and_diagnostics(ros_graph, tmp_pa
     assert math.isnan(last.last_inference_latency)
     d = diags.wait_for(lambda m: any('rollout' in s.name for s in m.status), timeout=5)
     assert 'IDLE' in d.status[0].message
+
+
+def test_parameters_read_once_refuse_a_live_change(ros_graph, tmp_path):
+    """max_age.* and max_clock_offset are read when the policy is configured: set live they
+    are refused (read-only), so `ros2 param set` cannot report a change that never applies."""
+    node = _node(ros_graph, make_fake_checkpoint(tmp_path / 'ck'))
+    for name in ('max_age.camera', 'max_age.joint_states', 'max_age.quest', 'max_clock_offset'):
+        before = node.get_parameter(name).value
+        result = node.set_parameters([Parameter(name, value=before + 0.5)])[0]
+        assert not result.successful, name
+        assert node.get_parameter(name).value == before
