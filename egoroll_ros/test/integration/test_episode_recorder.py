@@ -118,3 +118,33 @@ def test_each_rollout_is_one_labelled_episode(ros_graph, tmp_path):
         assert custom['ran'] and custom['policy_id'] == head['policy_id']
         outcomes.append(custom['outcome'])
     assert outcomes == ['success', None, 'failure']
+
+
+def test_egoroll_record_runs_the_recorder_with_the_configs_cameras_and_stops_on_ctrl_c(
+        ros_graph, tmp_path):
+    import signal
+    import subprocess
+
+    from egoroll_ros.testing import executable_path
+    cfg = tmp_path / 'p.yaml'
+    cfg.write_text('policy_node:\n  ros__parameters:\n    cameras.names: [scene, wrist]\n'
+                   '    cameras.heights: [24, 24]\n    cameras.widths: [32, 32]\n'
+                   '    cameras.compressed: [false, true]\n')
+    proc = subprocess.Popen([executable_path('egoroll'), 'record', '--out',
+                             str(tmp_path / 'eps'), '--config', str(cfg)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        node = ros_graph.node('record_probe')
+        client = node.create_client(Trigger, 'record/mark_success')
+        assert client.wait_for_service(timeout_sec=20)
+        res = client.call(Trigger.Request(), timeout_sec=10)
+        assert not res.success and 'no episode to mark' in res.message
+        # the compressed wrist camera and the raw scene camera are subscribed
+        wait_until(lambda: {'/camera/scene/image_raw', '/camera/wrist/image_raw/compressed'}
+                   <= {n for n, _ in node.get_topic_names_and_types()}, 10,
+                   'the camera subscriptions')
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert '(12 topics)' in err and list((tmp_path / 'eps').iterdir()) == []
