@@ -396,7 +396,8 @@ class SafetyGate(Node):
     def _forward(self, chunk: Chunk) -> None:
         """Send ``chunk`` as a goal (caller holds the lock; the interlock decided FORWARD)."""
         goal = ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(chunk.trajectory),
-                                      sequence=int(chunk.sequence), source=chunk.policy_id)
+                                      sequence=int(chunk.sequence),
+                                      source=self.get_fully_qualified_name())
         goal.trajectory.header.stamp = sec_to_time(chunk.stamp)
         epoch = self.interlock.epoch
         seq = int(chunk.sequence)
