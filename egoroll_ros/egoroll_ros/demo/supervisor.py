@@ -267,7 +267,10 @@ class DemoSupervisor(Node):
                         continue
                     code = err.split(': ')[1] if err.count(': ') >= 1 else ''
                     expected = self.stopping and code == 'COMMAND_TIMEOUT'
-                    if code in EXECUTION_ABORTS and not expected:
+                    # A chunk refused at the seam leaves the running one executing: a
+                    # refusal, not an abort (core/executor.py, seam blend).
+                    refused = 'refused at the seam' in err
+                    if code in EXECUTION_ABORTS and not expected and not refused:
                         if err not in self.log.executor_errors:
                             self.log.executor_errors.append(err)
                     elif err not in self.log.executor_refusals:

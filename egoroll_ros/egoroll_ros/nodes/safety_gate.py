@@ -103,6 +103,9 @@ PARAMS = [
           min=0.0, max=1.0, read_only=True),
     Param('acceleration_limits', 'float[]', list(_D.acceleration_limits), 'rad/s^2 (m/s^2): '
           'one value or one per joint', min=0.0, read_only=True),
+    Param('jerk_limits', 'float[]', list(_D.jerk_limits), 'rad/s^3 (m/s^3), finite '
+          'differences of the accelerations: one value or one per joint', min=0.0,
+          read_only=True),
     Param('max_start_deviation', 'float[]', list(_D.max_start_deviation), 'rad (m) first '
           'point vs measured: one value or one per joint', min=0.0, read_only=True),
     Param('ee_max_rotation_step', float, _D.ee_max_rotation_step, 'rad between consecutive '
@@ -189,6 +192,10 @@ class SafetyGate(Node):
         self._last_forwarded: int | None = None
         self._goal_handle = None
         self._goal_seq: int | None = None
+        # Goals the executor accepted whose results have not come back, by sequence: with
+        # seam blend the executor may refuse a new goal and keep running the previous one,
+        # which then is again the goal a stop must cancel.
+        self._live: dict[int, Any] = {}
         self._epoch = 0
         self._fault: str | None = None
         self._estop = False
@@ -449,15 +456,20 @@ class SafetyGate(Node):
                 # A stop happened after this goal was sent: it must not run.
                 handle.cancel_goal_async()
                 return
+            self._live[seq] = handle
             if self._goal_seq == seq:
                 self._goal_handle = handle
         handle.get_result_async().add_done_callback(lambda f: self._on_result(f, seq))
 
     def _on_result(self, future: Any, seq: int) -> None:
         with self._lock:
+            self._live.pop(seq, None)
             if self._goal_seq == seq:
-                self._goal_handle = None
-                self._goal_seq = None
+                # The newest goal still running (the previous one, when the executor refused
+                # this one at the seam), else none.
+                older = max(self._live, default=None)
+                self._goal_seq = older
+                self._goal_handle = None if older is None else self._live[older]
 
     def _stop(self, why: str) -> None:
         """Cancel the running goal and invalidate goals in flight (caller may hold the lock)."""
@@ -466,6 +478,7 @@ class SafetyGate(Node):
             self._pending = None
             handle = self._goal_handle
             active = handle is not None or self._goal_seq is not None
+            others = [h for h in self._live.values() if h is not handle]
             self._goal_handle = None
             self._goal_seq = None
             if active:
@@ -473,6 +486,10 @@ class SafetyGate(Node):
         if handle is not None:
             future = handle.cancel_goal_async()
             future.add_done_callback(lambda f: self._on_cancel_done(f, why))
+        for other in others:
+            # Older goals still running or about to end: cancel them too (a refusal of the
+            # newest at the seam leaves the previous one running); their answer is not news.
+            other.cancel_goal_async()
 
     def _on_cancel_done(self, future: Any, why: str) -> None:
         try:
