@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-from egoroll_ros.policies.base import (  # noqa: E402 - rclpy-free
+from egoroll_ros.core.policy import (  # noqa: E402 - rclpy-free
     ImageFeature,
     Policy,
     PolicyMetadata,
@@ -66,7 +66,8 @@ def preprocessing_comparison(reps: int = 50) -> tuple[float, float]:
     """Seconds per 640x480 frame: ours (decode_rgb + resize_rgb) vs a naive path."""
     from sensor_msgs.msg import Image
 
-    from egoroll_ros.core.images import decode_rgb, resize_rgb
+    from egoroll_ros.core.images import resize_rgb
+    from egoroll_ros.ros.images import decode_rgb
 
     msg = Image(height=480, width=640, encoding='rgb8', step=640 * 3)
     msg.data = np.random.default_rng(0).integers(0, 255, 480 * 640 * 3, np.uint8).tobytes()
@@ -97,8 +98,8 @@ def main() -> int:
     from sensor_msgs.msg import Image, JointState
 
     from egoroll_interfaces.msg import ActionChunk
-    from egoroll_ros.core import images
     from egoroll_ros.nodes.policy_node import PolicyNode
+    from egoroll_ros.ros import images
     from egoroll_ros.ros.convert import time_to_sec
     from egoroll_ros.testing import RosGraph, run_callback, wait_until
 

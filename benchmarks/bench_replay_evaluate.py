@@ -35,8 +35,8 @@ def _demo_policy(tmp: Path) -> tuple[Path, str]:
         return share, 'the shipped demo policy'
     import numpy as np
 
-    from egoroll_ros.core.demo_task import DEMO_JOINTS
     from egoroll_ros.policies.act import train_act
+    from egoroll_ros.sim.demo_task import DEMO_JOINTS
     rng = np.random.default_rng(0)
     n = len(DEMO_JOINTS)
     res = train_act({'scene': rng.integers(0, 255, (16, 96, 96, 3), dtype=np.uint8)},
@@ -50,7 +50,7 @@ def bench_evaluate(seconds: float) -> None:
 
     from egoroll_ros.bag.evaluate import EvaluateOptions, evaluate
     from egoroll_ros.bag.synth import write_episode
-    from egoroll_ros.core.demo_task import demo_urdf_path
+    from egoroll_ros.sim.demo_task import demo_urdf_path
 
     cfg_dir = Path(get_package_share_directory('egoroll_ros')) / 'config'
     with tempfile.TemporaryDirectory() as d:

@@ -16,7 +16,7 @@ setup(
     name=PACKAGE,
     version='0.1.0',
     packages=find_packages(exclude=['test', 'test.*']),
-    package_data={PACKAGE: ['py.typed']},
+    package_data={PACKAGE: ['py.typed', 'runtimes/*.lock']},
     data_files=[
         ('share/ament_index/resource_index/packages', [f'resource/{PACKAGE}']),
         (os.path.join('share', PACKAGE), ['package.xml']),

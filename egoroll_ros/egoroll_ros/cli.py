@@ -17,8 +17,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_train_demo(args: argparse.Namespace) -> int:
-    from egoroll_ros.core.demo_task import demo_urdf_path
     from egoroll_ros.demo.train import DemoTrainingConfig, train_demo_policy
+    from egoroll_ros.sim.demo_task import demo_urdf_path
 
     given = {k: v for k, v in (('episodes', args.episodes), ('steps', args.steps),
                                 ('seed', args.seed)) if v is not None}
@@ -27,6 +27,11 @@ def _cmd_train_demo(args: argparse.Namespace) -> int:
                                  eval_episodes=args.eval_episodes)
     print(f"wrote {args.out} (fingerprint {manifest['fingerprint']})")
     return 0
+
+
+def _cmd_runtime(args: argparse.Namespace) -> int:
+    from egoroll_ros.runtimes import main_runtime
+    return main_runtime(args.name, check_only=args.check)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument('--eval-episodes', type=int, default=10,
                        help='offline closed-loop evaluation episodes (0: none)')
     train.set_defaults(func=_cmd_train_demo)
+
+    rt = sub.add_parser(
+        'runtime', help='build (once) a managed Python runtime, e.g. lerobot; prints its python',
+        description='Create the pinned virtual environment NAME (lerobot: Python 3.12, '
+        'lerobot 0.6.1, torch and every transitive package from the lock file shipped in '
+        'egoroll_ros/runtimes/) under ${XDG_CACHE_HOME:-~/.cache}/egoroll/runtimes, keyed by the '
+        "lock's hash. Idempotent: a built runtime returns at once. Prints the interpreter path.")
+    from egoroll_ros.runtimes import RUNTIMES
+    rt.add_argument('name', choices=sorted(RUNTIMES), help='runtime name')
+    rt.add_argument('--check', action='store_true',
+                    help='only locate it: exit 2 with the reason when it is not built')
+    rt.set_defaults(func=_cmd_runtime)
 
     from egoroll_ros.bag.cli import add_evaluate_parser, add_replay_parser
     add_replay_parser(sub)

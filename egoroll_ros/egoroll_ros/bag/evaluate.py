@@ -55,9 +55,7 @@ from egoroll_ros.core.cartesian import cartesian_config_from_params, check_carte
 from egoroll_ros.core.frames import quat_to_matrix
 from egoroll_ros.core.gate import check, config_from_params
 from egoroll_ros.core.gate import prepare as prepare_limits
-from egoroll_ros.core.images import prepare_image
 from egoroll_ros.core.inference import (
-    load_policy,
     make_cartesian_chunk,
     make_chunk,
     predict_cartesian,
@@ -72,9 +70,13 @@ from egoroll_ros.core.observation import (
     LatestInputs,
     StaleInputError,
 )
+from egoroll_ros.core.policy import PolicyError
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryError
-from egoroll_ros.policies.base import PolicyError
+from egoroll_ros.policies.loading import load_policy
+from egoroll_ros.ros.images import prepare_image
+from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.robot_models import load_robot_model
 
 CHUNK_TOPIC = '/policy/chunk'
 VERDICT_TOPIC = '/safety/verdict'
@@ -163,7 +165,7 @@ def to_rosbags(msg: Any, store: Any) -> Any:
 def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
                  urdf_path: str) -> tuple[RobotModel, str]:
     if opts.urdf is not None:
-        return RobotModel.from_file(opts.urdf), str(opts.urdf)
+        return load_robot_model(opts.urdf), str(opts.urdf)
     topic = absolute('robot_description', opts.namespace)
     info = bag.info.topics.get(topic)
     if info is not None and info.msgtype == 'std_msgs/msg/String':
@@ -172,9 +174,10 @@ def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
                 text = decode(mtype, raw, topic).data
             except InputError as exc:
                 raise BagError(str(exc)) from None
-            return RobotModel(text, source=f'{topic} in the bag'), f'{topic} in the bag'
+            return load_robot_model(urdf_text=text, source=f'{topic} in the bag'), \
+                f'{topic} in the bag'
     if urdf_path:
-        return RobotModel.from_file(urdf_path), urdf_path
+        return load_robot_model(urdf_path), urdf_path
     raise ConfigError('no robot model for the gate: pass --urdf, record robot_description in '
                       "the bag, or set 'urdf_path' in the gate configuration")
 
@@ -202,7 +205,7 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
     p = params_from_yaml(opts.config, 'policy_node', POLICY_PARAMS, overrides)
     if not p['policy.num_threads']:
         p['policy.num_threads'] = 1        # one thread: identical results run to run
-    setup = setup_from_params(p)
+    setup = setup_from_params(p, resolve_path)
     default_gate = 'safety_gate_cartesian.yaml' if setup.cartesian else 'safety_gate.yaml'
     gate_path = opts.gate_config or _share() / 'config' / default_gate
     gp = params_from_yaml(gate_path, 'safety_gate', GATE_PARAMS)

@@ -16,9 +16,9 @@ import numpy as np
 from rclpy.serialization import serialize_message
 from rosbags.rosbag2 import StoragePlugin, Writer
 
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME
 from egoroll_ros.errors import BagError
 from egoroll_ros.ros.bagio import typestore
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME
 
 _PLUGINS = {'mcap': StoragePlugin.MCAP, 'sqlite3': StoragePlugin.SQLITE3}
 #: Default receive time of the first message (2024-01-01, ns), so stamps look like wall time.

@@ -31,6 +31,7 @@ from egoroll_ros.core.trajectory import (
     splice,
 )
 from egoroll_ros.core.types import JointTrajectoryData
+from egoroll_ros.core.validation import check_structure
 from egoroll_ros.errors import ConfigError, TrajectoryError
 
 #: The ExecuteTrajectory result constants, by name (checked against the .action by a test).
@@ -185,56 +186,25 @@ def validate_goal(traj: JointTrajectoryData, sequence: int, source: str, *,
     ``traj.stamp`` is time zero of the points on the ROS clock (0 = on receipt, i.e.
     ``ros_now``); it maps to the steady clock as ``mono_now - (ros_now - stamp)``.
 
-    Checks, in order: joint names (``INVALID_JOINTS``), finite values (``NON_FINITE``), strictly
-    increasing times (``TIME_NOT_INCREASING``), sequence newer than ``last_sequence``
-    (``OLD_SEQUENCE``), joint state present (``NO_STATE``) and fresh (``STALE_STATE``), and at
-    least one point in the future (``TRAJECTORY_IN_PAST``). Empty trajectories and ragged sizes
-    are caught when the message is converted (``EMPTY_TRAJECTORY``, ``SIZE_MISMATCH``); they are
-    checked again here for plain data.
+    Checks, in order: the structure shared with the gate
+    (:func:`~egoroll_ros.core.validation.check_structure`: joint names ``INVALID_JOINTS``, no
+    points ``EMPTY_TRAJECTORY``, shapes ``SIZE_MISMATCH``, finite values ``NON_FINITE``,
+    strictly increasing times ``TIME_NOT_INCREASING``), a finite stamp, sequence newer than
+    ``last_sequence`` (``OLD_SEQUENCE``), joint state present (``NO_STATE``) and fresh
+    (``STALE_STATE``), and at least one point in the future (``TRAJECTORY_IN_PAST``). Empty
+    trajectories and ragged sizes are caught when the message is converted as well.
 
     Raises:
         TrajectoryError: with the code of the first failed check and a message naming it.
     """
-    names = list(traj.joint_names)
-    if traj.num_points == 0:
-        raise TrajectoryError('EMPTY_TRAJECTORY', 'trajectory has no points')
-    dup = sorted({n for n in names if names.count(n) > 1})
-    unknown = [n for n in names if n not in config.joints]
-    missing = [n for n in config.joints if n not in names]
-    if dup or unknown or missing:
-        parts = []
-        if dup:
-            parts.append('duplicate: ' + ', '.join(dup))
-        if unknown:
-            parts.append('unknown: ' + ', '.join(unknown))
-        if missing:
-            parts.append('missing: ' + ', '.join(missing))
-        raise TrajectoryError('INVALID_JOINTS', 'joint names do not match the configured '
-                              'joints (' + '; '.join(parts) + ')')
-    n_pts, n_j = traj.num_points, len(names)
-    for label, arr in (('positions', traj.positions), ('velocities', traj.velocities),
-                       ('accelerations', traj.accelerations)):
-        if arr is not None and arr.shape != (n_pts, n_j):
-            raise TrajectoryError('SIZE_MISMATCH', f'{label} has shape {arr.shape}, expected '
-                                  f'({n_pts}, {n_j})')
-    times = np.asarray(traj.times, dtype=float)
-    if times.shape != (n_pts,):
-        raise TrajectoryError('SIZE_MISMATCH', f'{len(times)} times for {n_pts} points')
-    for label, arr in (('time_from_start', times), ('positions', traj.positions),
-                       ('velocities', traj.velocities),
-                       ('accelerations', traj.accelerations)):
-        if arr is not None and not np.all(np.isfinite(arr)):
-            bad = np.argwhere(~np.isfinite(arr))[0]
-            raise TrajectoryError('NON_FINITE', f'{label} is not finite at point {int(bad[0])}')
+    structure = check_structure(traj, config.joints)
+    error = structure.error()
+    if error is not None:
+        raise error
     if not math.isfinite(traj.stamp):
         raise TrajectoryError('NON_FINITE', 'header.stamp is not finite')
-    if n_pts > 1:
-        steps = np.diff(times)
-        if np.any(steps <= 0.0):
-            i = int(np.argmax(steps <= 0.0)) + 1
-            raise TrajectoryError('TIME_NOT_INCREASING', f'time_from_start of point {i} '
-                                  f'({times[i]:.6f} s) is not after point {i - 1} '
-                                  f'({times[i - 1]:.6f} s)')
+    names = list(traj.joint_names)
+    times = structure.times
     if last_sequence is not None and sequence <= last_sequence:
         raise TrajectoryError('OLD_SEQUENCE', f'sequence {sequence} is not newer than the last '
                               f'accepted sequence {last_sequence}')

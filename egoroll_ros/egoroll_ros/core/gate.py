@@ -32,6 +32,7 @@ import numpy as np
 
 from egoroll_ros.core.robot_model import CONTINUOUS, PRISMATIC, FkPlan, RobotModel
 from egoroll_ros.core.types import Chunk, JointStateData
+from egoroll_ros.core.validation import check_structure
 from egoroll_ros.errors import ConfigError, RobotModelError
 
 WHOLE_CHUNK = -1
@@ -501,77 +502,34 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
     joints = config.joints
     nj = len(joints)
 
-    # --- structure -------------------------------------------------------------------------
-    names = tuple(traj.joint_names)
-    if names != joints:
-        seen = set()
-        for i, name in enumerate(names):
-            if name in seen:
-                out.one('joint_names', name, WHOLE_CHUNK, i, math.nan,
-                        f"joint_names: '{name}' appears more than once")
-            elif name not in joints:
-                out.one('joint_names', name, WHOLE_CHUNK, i, math.nan,
-                        f"joint_names: '{name}' is not a configured joint")
-            seen.add(name)
-        for name in joints:
-            if name not in seen:
-                out.one('joint_names', name, WHOLE_CHUNK, math.nan, math.nan,
-                        f"joint_names: configured joint '{name}' is missing")
-        if any(v.check == 'joint_names' for v in out.items):
-            return
-    pos = np.asarray(traj.positions, dtype=float)
-    times = np.asarray(traj.times, dtype=float)
-    n = pos.shape[0] if pos.ndim == 2 else 0
-    shape_ok = pos.ndim == 2 and pos.shape[1] == nj and n >= 1 and times.shape == (n,)
-    for fname in ('velocities', 'accelerations'):
-        arr = getattr(traj, fname)
-        if arr is not None and np.shape(arr) != pos.shape:
-            shape_ok = False
-            out.one('structure', '', WHOLE_CHUNK, math.nan, math.nan,
-                    f'structure: {fname} have shape {np.shape(arr)}, positions {pos.shape}')
-    if not shape_ok:
-        out.one('structure', '', WHOLE_CHUNK, n, math.nan,
-                f'structure: positions shape {pos.shape} and times shape {times.shape} do not '
-                f'describe N >= 1 points of {nj} joints')
+    # --- structure (shared with the executor: core/validation.py) ----------------------------
+    structure = check_structure(traj, joints)
+    for p in structure.problems:
+        if p.check in ('joint_names', 'structure'):
+            out.one(p.check, p.subject, p.index, p.value, math.nan, p.message)
+    if any(p.check in ('joint_names', 'structure') for p in structure.problems):
         return
+    n = len(structure.times)
     if n > config.max_points:
         out.one('structure', '', WHOLE_CHUNK, n, config.max_points,
                 f'structure: {n} points, at most {config.max_points}')
-    if names != joints:
-        perm = [names.index(j) for j in joints]
-        pos = pos[:, perm]
-    vel_decl = traj.velocities if traj.velocities is None else \
-        np.asarray(traj.velocities, dtype=float)[:, [names.index(j) for j in joints]]
-    acc_decl = traj.accelerations if traj.accelerations is None else \
-        np.asarray(traj.accelerations, dtype=float)[:, [names.index(j) for j in joints]]
-    finite = True
-    for label, arr in (('positions', pos), ('velocities', vel_decl),
-                       ('accelerations', acc_decl)):
-        if arr is not None and not np.isfinite(arr).all():
-            finite = False
-            nanv = np.full(arr.shape, np.nan)
-            out.mask('finite', ~np.isfinite(arr), arr, nanv, joints, 0,
-                     f'{label} value {{v}} is not finite')
-    if not np.isfinite(times).all():
-        finite = False
-        for i in np.nonzero(~np.isfinite(times))[0].tolist():
-            out.one('finite', '', i, times[i], math.nan,
-                    f'finite: time_from_start of point {i} is {times[i]}')
-    if not finite:
+    if not structure.usable:
+        for p in structure.problems:
+            out.one(p.check, p.subject, p.index, p.value, math.nan, p.message)
         return
+    pos, times = structure.positions, structure.times
+    vel_decl, acc_decl = structure.velocities, structure.accelerations
 
     # --- time ------------------------------------------------------------------------------
     dts = times[1:] - times[:-1]
     t_first = float(times[0])
-    monotonic = bool((dts > 0.0).all())
+    monotonic = not structure.problems
     increasing = t_first >= 0.0 and monotonic
     if t_first < 0.0:
         out.one('time_increasing', '', 0, times[0], 0.0,
                 f'time_increasing: point 0 has negative time_from_start {times[0]:.6g} s')
-    if not monotonic:
-        for i in np.nonzero(dts <= 0.0)[0].tolist():
-            out.one('time_increasing', '', i + 1, dts[i], 0.0,
-                    f'time_increasing: point {i + 1} is {dts[i]:.6g} s after point {i}')
+    for p in structure.problems:
+        out.one(p.check, p.subject, p.index, p.value, 0.0, p.message)
     if config.enabled('point_spacing') and n > 1 and not (
             float(dts.min()) >= config.min_point_spacing
             and float(dts.max()) <= config.max_point_spacing):

@@ -1,9 +1,10 @@
 """Configured policy inference, shared by ``policy_node`` and ``egoroll evaluate``.
 
-One place for: validating the node's policy configuration (:func:`setup_from_params`), loading
-and checking the checkpoint against it (:func:`load_configured_policy`), turning a policy
-output into the chunk positions that are published (:func:`predict_positions`) and into a
-:class:`~egoroll_ros.core.types.Chunk` (:func:`make_chunk`). No rclpy import.
+One place for: validating the node's policy configuration (:func:`setup_from_params`),
+turning a policy output into the chunk positions that are published
+(:func:`predict_positions`) and into a :class:`~egoroll_ros.core.types.Chunk`
+(:func:`make_chunk`). Loading and checking the checkpoint against the configuration is
+:func:`egoroll_ros.policies.loading.load_policy`. No rclpy import.
 
 Cartesian policies (``PolicyMetadata.action_space == 'cartesian'``): :class:`CartesianRuntime`
 holds the ONE :class:`~egoroll_ros.core.frames.CartesianCodec` (layout, frame convention,
@@ -29,24 +30,16 @@ from egoroll_ros.core.frames import (
     matrix_to_quat,
     quat_to_matrix,
 )
-from egoroll_ros.core.observation import (
-    CameraConfig,
-    ObservationBuilder,
-    Quest,
-    unwrap_continuous,
-)
-from egoroll_ros.core.types import Chunk, JointTrajectoryData
-from egoroll_ros.errors import CheckpointError, ConfigError, RobotModelError
-from egoroll_ros.policies.base import (
-    CartesianSupply,
+from egoroll_ros.core.observation import CameraConfig, Quest, unwrap_continuous
+from egoroll_ros.core.policy import (
     Observation,
     Policy,
     PolicyError,
     PolicyMetadata,
     check_chunk,
-    load_backend,
-    validate_metadata,
 )
+from egoroll_ros.core.types import Chunk, JointTrajectoryData
+from egoroll_ros.errors import ConfigError, RobotModelError
 
 
 @dataclass(frozen=True)
@@ -60,6 +53,8 @@ class CartesianParams:
         convention: the configured frame convention, None when left at the defaults.
         urdf_text: the URDF itself (the ``robot_description`` topic), used when
             ``urdf_path`` is empty.
+        resolve: resolves a ``package://`` ``urdf_path`` to a file (the ROS layer's
+            :func:`egoroll_ros.ros.paths.resolve_path`); None: only plain paths.
     """
 
     arms: tuple[str, ...]
@@ -69,6 +64,7 @@ class CartesianParams:
     camera_poses: dict[str, tuple[np.ndarray, np.ndarray]]
     convention: FrameConvention | None = None
     urdf_text: str = ''
+    resolve: Callable[[str], str] | None = None
 
     def robot_model(self) -> Any:
         """The robot model from ``urdf_path``, else from ``urdf_text``.
@@ -81,7 +77,7 @@ class CartesianParams:
 
         if self.urdf_path:
             try:
-                return RobotModel.from_file(resolve_path(self.urdf_path))
+                return RobotModel.from_file(_resolved(self.urdf_path, self.resolve))
             except (RobotModelError, ConfigError) as exc:
                 raise ConfigError(f"parameter 'urdf_path': {exc}") from None
         if not self.urdf_text:
@@ -113,27 +109,20 @@ class PolicySetup:
     cartesian: CartesianParams | None = None
 
 
-def resolve_path(path: str) -> str:
-    """``package://<package>/<rest>`` -> the installed share directory's file; else as is.
-
-    Raises:
-        ConfigError: the package is not installed.
-    """
-    if not path.startswith('package://'):
-        return path
-    pkg, _, rest = path[len('package://'):].partition('/')
-    try:
-        from ament_index_python.packages import get_package_share_directory
-        return f'{get_package_share_directory(pkg)}/{rest}'
-    except (ImportError, LookupError) as exc:
-        raise ConfigError(f"'{path}': package '{pkg}' not found ({exc})") from None
+def _resolved(path: str, resolve: Callable[[str], str] | None) -> str:
+    if resolve is not None:
+        return resolve(path)
+    if path.startswith('package://'):
+        raise ConfigError(f"'{path}': package:// paths need a resolver (none given)")
+    return path
 
 
 _CONVENTION_KEYS = ('reference_rotation', 'reference_translation', 'ee_rotation',
                     'ee_translation', 'gripper_scale', 'gripper_offset')
 
 
-def _cartesian_params(p: Mapping[str, Any], joints: tuple[str, ...]) -> CartesianParams | None:
+def _cartesian_params(p: Mapping[str, Any], joints: tuple[str, ...],
+                      resolve: Callable[[str], str] | None) -> CartesianParams | None:
     arms = tuple(p.get('cartesian.arms') or ())
     if not arms:
         return None
@@ -173,7 +162,8 @@ def _cartesian_params(p: Mapping[str, Any], joints: tuple[str, ...]) -> Cartesia
         except ConfigError as exc:
             raise ConfigError(str(exc).replace("'convention.", "'cartesian.convention."))\
                 from None
-    return CartesianParams(arms, frames, grips, str(p.get('urdf_path') or ''), poses, conv)
+    return CartesianParams(arms, frames, grips, str(p.get('urdf_path') or ''), poses, conv,
+                           resolve=resolve)
 
 
 def _cameras(p: Mapping[str, Any]) -> list[CameraConfig]:
@@ -193,11 +183,14 @@ def _cameras(p: Mapping[str, Any]) -> list[CameraConfig]:
             zip(names, p['cameras.heights'], p['cameras.widths'], comp, strict=True)]
 
 
-def setup_from_params(p: Mapping[str, Any]) -> PolicySetup:
+def setup_from_params(p: Mapping[str, Any],
+                      resolve: Callable[[str], str] | None = None) -> PolicySetup:
     """Validate the joint, camera and Quest parameters of ``policy_node``.
 
     Args:
         p: parameter name -> value (as :func:`egoroll_ros.ros.params.declare_params` gives).
+        resolve: resolver of a ``package://`` ``urdf_path``
+            (:func:`egoroll_ros.ros.paths.resolve_path`); None: plain paths only.
 
     Raises:
         ConfigError: naming the parameter.
@@ -214,7 +207,7 @@ def setup_from_params(p: Mapping[str, Any]) -> PolicySetup:
     return PolicySetup(joints, tuple(joints.index(j) for j in p['continuous_joints']),
                        tuple(_cameras(p)),
                        Quest(tuple(p['quest.grip_axes']), tuple(p['quest.trigger_axes'])),
-                       _cartesian_params(p, joints))
+                       _cartesian_params(p, joints, resolve))
 
 
 class CartesianRuntime:
@@ -308,99 +301,6 @@ class CartesianRuntime:
             positions=p.positions, quaternions=matrix_to_quat(p.rotations),
             gripper=np.zeros(0) if p.gripper is None else np.asarray(p.gripper, float))
             for p, frame in zip(poses, self.ee_frames, strict=True))
-
-
-def _supply(setup: PolicySetup) -> CartesianSupply | None:
-    cp = setup.cartesian
-    if cp is None:
-        return None
-    frames = set(cp.camera_poses)
-    if cp.urdf_path or cp.urdf_text:
-        model = cp.robot_model()
-        frames |= {f.name for f in model.pin_model.frames if not model.chain(f.name)}
-    return CartesianSupply(dict(zip(cp.arms, cp.ee_frames, strict=True)),
-                           dict(zip(cp.arms, cp.gripper_joints, strict=True)),
-                           frozenset(frames), cp.convention is not None)
-
-
-@dataclass(frozen=True)
-class LoadedPolicy:
-    """A loaded, validated policy with its observation builder and, for a Cartesian policy,
-    its :class:`CartesianRuntime` (None for joint policies)."""
-
-    policy: Policy
-    builder: ObservationBuilder
-    cartesian: CartesianRuntime | None = None
-
-
-def load_configured_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
-                           python_executable: str,
-                           warn: Callable[[str], None],
-                           prepare: Callable[..., np.ndarray] | None = None
-                           ) -> tuple[Policy, ObservationBuilder]:
-    """:func:`load_policy` for joint policies (kept for callers that predate Cartesian
-    policies); returns ``(policy, builder)``."""
-    loaded = load_policy(p, setup, path, python_executable, warn, prepare)
-    return loaded.policy, loaded.builder
-
-
-def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
-                python_executable: str, warn: Callable[[str], None],
-                prepare: Callable[..., np.ndarray] | None = None) -> LoadedPolicy:
-    """Load the checkpoint the ``policy.*`` parameters name and check it fits ``setup``.
-
-    Args:
-        p: the node's parameters (``policy.*``, ``max_age.*``).
-        setup: from :func:`setup_from_params`.
-        path: the checkpoint directory (``policy.path`` or the installed default).
-        python_executable: interpreter of an isolated backend when none is configured.
-        warn: called once with a warning (e.g. the fingerprint is not checked).
-        prepare: image preparation of the builder (default: ``prepare_image``); evaluate
-            wraps it to decode stored payloads first.
-
-    Returns:
-        The loaded policy, the observation builder for it and its Cartesian runtime.
-
-    Raises:
-        CheckpointError: load failure, fingerprint mismatch, or a policy the configuration
-            cannot feed. ConfigError: bad parameters.
-    """
-    options: dict[str, Any] = {}
-    if p['policy.num_threads']:
-        options['num_threads'] = p['policy.num_threads']
-    if p['policy.isolated']:
-        cls = load_backend('isolated')
-        policy = cls.load(path, backend=p['policy.backend'],
-                          python_executable=p['policy.python_executable'] or python_executable,
-                          request_timeout=p['policy.request_timeout'],
-                          load_timeout=p['policy.load_timeout'], backend_options=options)
-    else:
-        policy = load_backend(p['policy.backend']).load(path, **options)
-    try:
-        meta = policy.metadata
-        want = p['policy.expected_fingerprint']
-        if want and meta.fingerprint != want:
-            raise CheckpointError(f"fingerprint mismatch: checkpoint {path} has "
-                                  f"{meta.fingerprint}, parameter "
-                                  f"'policy.expected_fingerprint' is {want}")
-        if not want:
-            warn("'policy.expected_fingerprint' is empty: the checkpoint fingerprint is not "
-                 'checked')
-        validate_metadata(meta, setup.joints,
-                          {c.name: (c.height, c.width) for c in setup.cameras},
-                          cartesian=_supply(setup) if meta.action_space == 'cartesian'
-                          else None)
-        runtime = CartesianRuntime(meta, setup) if meta.action_space == 'cartesian' else None
-        kw: dict[str, Any] = {'prepare': prepare} if prepare is not None else {}
-        if runtime is not None and meta.cartesian.state == 'ee_pose':
-            kw['state_transform'] = runtime.encode_state
-        builder = ObservationBuilder(
-            setup.joints, setup.cameras, meta, p['max_age.camera'], p['max_age.joint_states'],
-            p['max_age.quest'], setup.quest, **kw)
-    except Exception:
-        policy.close()
-        raise
-    return LoadedPolicy(policy, builder, runtime)
 
 
 def predict_positions(policy: Policy, obs: Observation,

@@ -4,7 +4,10 @@ The node's subscription callbacks only :meth:`LatestInputs.put` the latest messa
 input with its header stamp and steady receipt time (cheap); the inference worker calls
 :meth:`ObservationBuilder.build`, which checks every required input's age on the steady clock,
 decodes and resizes the images, orders the state by the configured joints, and returns a
-:class:`~egoroll_ros.policies.base.Observation`.
+:class:`~egoroll_ros.core.policy.Observation`. Images reach the builder as the ROS layer
+stored them; its ``prepare`` function (:func:`egoroll_ros.ros.images.prepare_image` in the
+node) decodes them, the default :func:`~egoroll_ros.core.images.fit_image` takes decoded
+arrays.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from egoroll_ros.core.images import prepare_image
+from egoroll_ros.core.images import fit_image
+from egoroll_ros.core.policy import Observation, PolicyMetadata
 from egoroll_ros.core.types import JointStateData
 from egoroll_ros.errors import InputError
-from egoroll_ros.policies.base import Observation, PolicyMetadata
 
 JOINT_STATES = 'joint_states'
 QUEST_JOY = 'quest/joy'
@@ -156,7 +159,8 @@ class ObservationBuilder:
         meta: the policy's metadata (image features and sizes, extra features).
         max_age_camera, max_age_joint_states, max_age_quest: seconds (steady clock).
         quest: Joy axis indices of grip and trigger.
-        prepare: image preparation function (default :func:`prepare_image`).
+        prepare: image preparation ``(value, expected (h, w), size (h, w), source=)`` -> RGB
+            array (default :func:`~egoroll_ros.core.images.fit_image`: decoded arrays).
         state_transform: maps the measured joint vector (configured order) to the policy's
             state vector (a Cartesian policy with end-effector pose state: FK + the
             policy's codec); None: the joints are the state.
@@ -165,7 +169,7 @@ class ObservationBuilder:
     def __init__(self, joints: Sequence[str], cameras: Sequence[CameraConfig],
                  meta: PolicyMetadata, max_age_camera: float, max_age_joint_states: float,
                  max_age_quest: float, quest: Quest = Quest(),
-                 prepare: Callable[..., np.ndarray] = prepare_image,
+                 prepare: Callable[..., np.ndarray] = fit_image,
                  state_transform: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         self.joints = tuple(joints)
         self.state_transform = state_transform
@@ -187,14 +191,7 @@ class ObservationBuilder:
         Raises:
             InputError: a configured joint is missing or a position is not finite.
         """
-        vec = js.ordered(self.joints)
-        if vec is None:
-            missing = [j for j in self.joints if j not in js.names]
-            raise InputError(f"joint_states lacks configured joints: {', '.join(missing)}")
-        if not np.all(np.isfinite(vec)):
-            bad = [j for j, v in zip(self.joints, vec, strict=True) if not math.isfinite(v)]
-            raise InputError(f"joint_states has non-finite positions for: {', '.join(bad)}")
-        return vec
+        return js.select(self.joints)[0]
 
     def _extra(self, name: str, snap: dict[str, Record]) -> np.ndarray:
         if name in ('quest.grip', 'quest.trigger'):

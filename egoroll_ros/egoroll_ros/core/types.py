@@ -10,6 +10,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from egoroll_ros.errors import InputError
+
 
 @dataclass(frozen=True)
 class JointTrajectoryData:
@@ -93,3 +95,24 @@ class JointStateData:
             return np.array([self.positions[index[n]] for n in joint_names], dtype=float)
         except KeyError:
             return None
+
+    def select(self, joint_names: tuple[str, ...] | list[str],
+               source: str = 'joint_states') -> tuple[np.ndarray, np.ndarray | None]:
+        """Positions (and velocities, when every joint has one) in ``joint_names`` order.
+
+        Raises:
+            InputError: a joint is missing or a selected position is not finite (naming
+                them and ``source``).
+        """
+        index = {n: i for i, n in enumerate(self.names)}
+        missing = [j for j in joint_names if j not in index]
+        if missing:
+            raise InputError(f"{source} lacks configured joints: {', '.join(missing)}")
+        order = [index[j] for j in joint_names]
+        pos = np.asarray(self.positions, dtype=float)[order]
+        if not np.all(np.isfinite(pos)):
+            bad = [j for j, v in zip(joint_names, pos, strict=True) if not np.isfinite(v)]
+            raise InputError(f"{source} has non-finite positions for: {', '.join(bad)}")
+        vel = None if self.velocities is None else \
+            np.asarray(self.velocities, dtype=float)[order]
+        return pos, vel

@@ -17,13 +17,13 @@ import time
 from typing import TextIO
 
 from egoroll_interfaces.msg import RolloutStatus
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.demo.report import write_report
 from egoroll_ros.demo.supervisor import DemoSupervisor
 from egoroll_ros.errors import ConfigError
 from egoroll_ros.ros.graph import RosGraph, wait_until
 from egoroll_ros.ros.processes import ProcessLauncher
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME
 
 #: Topics ``--record`` writes (every topic of the demo graph; robot_description latched).
 RECORD_TOPICS = [

@@ -22,10 +22,10 @@ from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
-from egoroll_ros.core.demo_task import TABLE_WORKSPACE, ReachExpert, reached
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.demo.report import DemoLog, TargetRecord, VerdictRecord
 from egoroll_ros.ros.graph import wait_until
+from egoroll_ros.sim.demo_task import TABLE_WORKSPACE, ReachExpert, reached
 
 #: Executor result codes that end an execution abnormally (the robot stopped mid-motion). Other
 #: codes are goals the executor refused, e.g. OLD_SEQUENCE when two goals sent a millisecond

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from egoroll_ros.core.demo_task import (
+from egoroll_ros.core.images import resize_rgb
+from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.sim.demo_task import (
     DEMO_JOINTS,
     HOME,
     TABLE_WORKSPACE,
@@ -31,9 +33,7 @@ from egoroll_ros.core.demo_task import (
     execute,
     reached,
 )
-from egoroll_ros.core.images import resize_rgb
-from egoroll_ros.core.render import Intrinsics, SceneRenderer
-from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.sim.render import Intrinsics, SceneRenderer
 
 MANIFEST = 'manifest.json'
 EXPERT_DT = ExpertConfig().dt
@@ -159,7 +159,7 @@ def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print, policy: Any =
             the expert only labels the states it visits (DAgger).
         episodes, seed: default ``cfg.episodes`` and ``cfg.seed``.
     """
-    from egoroll_ros.policies.base import Observation
+    from egoroll_ros.core.policy import Observation
 
     _, expert, renderer = _setup(urdf, cfg)
     rng = np.random.default_rng(cfg.seed if seed is None else seed)
@@ -201,7 +201,7 @@ def collect(urdf: Path, cfg: DemoTrainingConfig, log: Any = print, policy: Any =
 def evaluate(policy: Any, urdf: Path, cfg: DemoTrainingConfig, episodes: int = 10,
              seed: int = 1000) -> dict[str, Any]:
     """Closed-loop offline success rate of ``policy`` on fresh targets (same lag model)."""
-    from egoroll_ros.policies.base import Observation
+    from egoroll_ros.core.policy import Observation
 
     _, expert, renderer = _setup(urdf, cfg)
     rng = np.random.default_rng(seed)

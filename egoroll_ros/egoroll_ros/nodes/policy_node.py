@@ -22,11 +22,10 @@ import threading
 import time
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -35,12 +34,10 @@ from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
-    load_policy,
     make_cartesian_chunk,
     make_chunk,
     predict_cartesian,
     predict_positions,
-    resolve_path,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -53,6 +50,11 @@ from egoroll_ros.core.observation import (
     StaleInputError,
     camera_input,
 )
+from egoroll_ros.core.policy import (
+    Observation,
+    Policy,
+    PolicyError,
+)
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 from egoroll_ros.errors import (
     CheckpointError,
@@ -61,11 +63,7 @@ from egoroll_ros.errors import (
     InputError,
     TrajectoryError,
 )
-from egoroll_ros.policies.base import (
-    Observation,
-    Policy,
-    PolicyError,
-)
+from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.convert import (
     cartesian_chunk_to_msg,
     chunk_to_msg,
@@ -74,8 +72,12 @@ from egoroll_ros.ros.convert import (
     pose_from_msg,
     time_to_sec,
 )
+from egoroll_ros.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsUpdater, TaskStatus
+from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
@@ -100,7 +102,8 @@ PARAMS = [
     Param('policy.isolated', bool, False, 'Run the backend in a separate Python process.',
           read_only=True),
     Param('policy.python_executable', str, '', 'Interpreter of the isolated process (another '
-          "venv's bin/python); empty: this one.", read_only=True),
+          "venv's bin/python); empty: the backend's managed runtime (lerobot: built by "
+          "'egoroll runtime lerobot'), else this one.", read_only=True),
     Param('policy.request_timeout', float, 2.0, 'Isolated: seconds allowed per inference.',
           min=0.001, max=600.0, read_only=True),
     Param('policy.load_timeout', float, 120.0, 'Isolated: seconds allowed to load.',
@@ -183,7 +186,7 @@ class PolicyNode(LifecycleNode):
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.p = declare_params(self, PARAMS)
-        self.setup = setup_from_params(self.p)
+        self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
         self._cont_cols = list(self.setup.continuous_columns)
@@ -208,7 +211,6 @@ class PolicyNode(LifecycleNode):
         self._preflight_result: tuple[bool, str] = (False, '')
         self._req_lock = threading.Lock()
         self._reset_generation = -1
-        self._warned: set[str] = set()
 
         inputs_group = ReentrantCallbackGroup()
         self._srv_group = MutuallyExclusiveCallbackGroup()
@@ -226,18 +228,18 @@ class PolicyNode(LifecycleNode):
             self.create_subscription(PoseStamped, name, self._pose_cb(name),
                                      qos_profile_sensor_data, callback_group=inputs_group)
         self.chunk_pub = self.create_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
-        self.markers = ChunkMarkers(self, self.p['markers.frames'],
-                                    resolve_path(self.p['urdf_path'])
-                                    if self.p['urdf_path'] else '')
+        self.markers = ChunkMarkers(self, self.p['markers.frames'], self.p['urdf_path'])
         self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
-        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._last_status: RolloutStatus | None = None
+        self._diagnostics = DiagnosticsUpdater(self, 1.0, timer=True,
+                                               callback_group=status_group)
+        self._diagnostics.add('rollout', self._rollout_status)
         self.create_service(Trigger, 'policy/preflight', self._srv_preflight,
                             callback_group=self._srv_group)
         self.create_service(Trigger, 'policy/start', self._srv_start,
                             callback_group=self._srv_group)
         self.create_service(Trigger, 'policy/stop', self._srv_stop,
                             callback_group=self._srv_group)
-        self._status_ticks = 0
         self.create_timer(1.0 / self.p['status_rate'], self._publish_status,
                           callback_group=status_group)
         self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
@@ -249,10 +251,8 @@ class PolicyNode(LifecycleNode):
         self._needs_description = (self.setup.cartesian is not None
                                    and not self.setup.cartesian.urdf_path)
         if self._needs_description:
-            latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            self.create_subscription(String, 'robot_description', self._on_description,
-                                     latched, callback_group=status_group)
+            self.create_subscription(String, DESCRIPTION_TOPIC, self._on_description,
+                                     LATCHED, callback_group=status_group)
         if self.p['autoconfigure']:
             if self._needs_description:
                 self.sm.unconfigured('waiting for robot_description (Cartesian policy, no '
@@ -268,8 +268,9 @@ class PolicyNode(LifecycleNode):
     def _on_description(self, msg: String) -> None:
         if self._description is not None:
             if msg.data != self._description:
-                self._warn_once('description', 'robot_description changed: ignored (the '
-                                'model is fixed at configure; reconfigure to take it)')
+                self.get_logger().warning('robot_description changed: ignored (the model is '
+                                          'fixed at configure; reconfigure to take it)',
+                                          once=True)
             return
         self._description = msg.data
         self.get_logger().info(f'robot_description received ({len(msg.data)} bytes)')
@@ -303,7 +304,8 @@ class PolicyNode(LifecycleNode):
         if self._needs_description and self._description is not None:
             setup = dataclasses.replace(setup, cartesian=dataclasses.replace(
                 setup.cartesian, urdf_text=self._description))
-        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning)
+        loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
+                             prepare=prepare_image)
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
         if loaded.cartesian is not None:
             rt = loaded.cartesian
@@ -365,7 +367,7 @@ class PolicyNode(LifecycleNode):
         try:
             js = joint_state_from_msg(msg, now)
         except TrajectoryError as exc:
-            self._warn_once('joint_states', f'joint_states ignored: {exc}')
+            self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
         self.inputs.put(JOINT_STATES, js, js.stamp, now)
 
@@ -382,8 +384,8 @@ class PolicyNode(LifecycleNode):
         if b < 0:
             return
         if b >= len(msg.buttons):
-            self._warn_once('joy', f'quest/joy has {len(msg.buttons)} buttons; '
-                                   f"'quest.toggle_button' is {b}")
+            self.get_logger().warning(f'quest/joy has {len(msg.buttons)} buttons; '
+                                   f"'quest.toggle_button' is {b}", once=True)
             return
         if self._debounce.update(bool(msg.buttons[b]), now):
             state = self.sm.state
@@ -394,11 +396,6 @@ class PolicyNode(LifecycleNode):
                 ok, why = self._start()
                 self.get_logger().info(f'Quest button start: {why}') if ok else \
                     self.get_logger().warning(f'Quest button start refused: {why}')
-
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
@@ -598,30 +595,20 @@ class PolicyNode(LifecycleNode):
         msg.input_names = list(ages)
         msg.input_ages = [-1.0 if a is None else float(a) for a in ages.values()]
         self.status_pub.publish(msg)
-        self._status_ticks += 1
-        if self._status_ticks % max(1, int(round(self.p['status_rate']))) == 1 or \
-                self.p['status_rate'] <= 1:
-            self._publish_diagnostics(msg)
+        self._last_status = msg
 
-    def _publish_diagnostics(self, st: RolloutStatus) -> None:
-        d = DiagnosticStatus()
-        d.name = f'{self.get_name()}: rollout'
-        d.hardware_id = st.policy_id
-        d.level = {State.FAULT: DiagnosticStatus.ERROR,
-                   State.UNCONFIGURED: DiagnosticStatus.WARN}.get(State(st.state),
-                                                                  DiagnosticStatus.OK)
-        d.message = f'{st.state_name}: {st.detail}'
-        d.values = [KeyValue(key='state', value=st.state_name),
-                    KeyValue(key='policy_id', value=st.policy_id),
-                    KeyValue(key='chunks_published', value=str(st.chunks_published)),
-                    KeyValue(key='inferences_skipped', value=str(st.inferences_skipped)),
-                    KeyValue(key='last_inference_latency', value=f'{st.last_inference_latency}')]
-        d.values += [KeyValue(key=f'age {n}', value=f'{a:.3f}')
-                     for n, a in zip(st.input_names, st.input_ages, strict=True)]
-        arr = DiagnosticArray()
-        arr.header.stamp = st.header.stamp
-        arr.status = [d]
-        self.diag_pub.publish(arr)
+    def _rollout_status(self) -> TaskStatus:
+        st = self._last_status
+        if st is None:
+            return TaskStatus(STALE, 'no status published yet')
+        values = [('state', st.state_name), ('policy_id', st.policy_id),
+                  ('chunks_published', st.chunks_published),
+                  ('inferences_skipped', st.inferences_skipped),
+                  ('last_inference_latency', st.last_inference_latency)]
+        values += [(f'age {n}', f'{a:.3f}')
+                   for n, a in zip(st.input_names, st.input_ages, strict=True)]
+        level = {State.FAULT: ERROR, State.UNCONFIGURED: WARN}.get(State(st.state), OK)
+        return TaskStatus(level, f'{st.state_name}: {st.detail}', values)
 
 
 def main(args: list[str] | None = None) -> int:

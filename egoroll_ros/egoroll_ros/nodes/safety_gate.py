@@ -16,15 +16,13 @@ from typing import Any
 
 from action_msgs.srv import CancelGoal
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import Point
 from rclpy.action import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
-from std_msgs.msg import ColorRGBA, String
 from std_srvs.srv import Trigger
-from visualization_msgs.msg import Marker, MarkerArray
+from visualization_msgs.msg import MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
@@ -47,7 +45,7 @@ from egoroll_ros.core.gate import (
 from egoroll_ros.core.ik import IkParams
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
-from egoroll_ros.errors import ConfigError, RobotModelError, TrajectoryError
+from egoroll_ros.errors import TrajectoryError
 from egoroll_ros.ros.convert import (
     cartesian_chunk_from_msg,
     chunk_from_msg,
@@ -57,7 +55,9 @@ from egoroll_ros.ros.convert import (
     trajectory_to_msg,
     verdict_to_msg,
 )
+from egoroll_ros.ros.markers import path_marker
 from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import run_node
 
 _D = GateConfig(joints=('_',))   # defaults of the core, shown in the parameter specs
@@ -234,13 +234,8 @@ class SafetyGate(Node):
         self.create_timer(p['watchdog_period'], self._watchdog, callback_group=self._safety)
         self.create_timer(p['diagnostics_period'], self._publish_diagnostics)
 
-        if p['urdf_path']:
-            self._set_model_text(None, p['urdf_path'])
-        else:
-            latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            self.create_subscription(String, 'robot_description', self._on_description,
-                                     latched)
+        self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
+                                          self._model_failed)
         for name in sorted(self.config.disabled_checks):
             self.get_logger().warning(f"check '{name}' is DISABLED by parameter "
                                       'disabled_checks')
@@ -255,29 +250,24 @@ class SafetyGate(Node):
                                f"{p['on_reject']}")
 
     # ---- inputs ----------------------------------------------------------------------------
-    def _set_model_text(self, text: str | None, path: str | None = None) -> None:
-        try:
-            model = RobotModel.from_file(path) if path else RobotModel(text or '')
-            prepare(model, self.config)
-            if self.cartesian_config.arms:
-                # Resolve the IK solvers now (validates the arms against this model, and the
-                # first Cartesian chunk does not pay for it: it cost ~0.5 s, past max_chunk_age).
-                prepare_cartesian(model, self.config, self.cartesian_config)
-        except (RobotModelError, ConfigError) as exc:
-            with self._lock:
-                self._model = None
-                self._model_error = str(exc)
-            self.get_logger().error(f'invalid robot model, every chunk is rejected: {exc}')
-            self._stop('invalid robot model')
-            return
+    def _set_model(self, model: RobotModel) -> None:
+        prepare(model, self.config)
+        if self.cartesian_config.arms:
+            # Resolve the IK solvers now (validates the arms against this model, and the
+            # first Cartesian chunk does not pay for it: it cost ~0.5 s, past max_chunk_age).
+            prepare_cartesian(model, self.config, self.cartesian_config)
         with self._lock:
             self._model = model
             self._model_error = ''
-        self.get_logger().info(f"robot model '{model.name}' loaded from "
-                               f"{path or 'robot_description'} (base frame {model.base_frame})")
+        self.get_logger().info(f"robot model '{model.name}' loaded from {model.source} "
+                               f'(base frame {model.base_frame})')
 
-    def _on_description(self, msg: String) -> None:
-        self._set_model_text(msg.data)
+    def _model_failed(self, error: str) -> None:
+        with self._lock:
+            self._model = None
+            self._model_error = error
+        self.get_logger().error(f'invalid robot model, every chunk is rejected: {error}')
+        self._stop('invalid robot model')
 
     def _on_joint_state(self, msg: JointState) -> None:
         try:
@@ -567,21 +557,9 @@ class SafetyGate(Node):
             'confirm' if verdict.needs_confirmation else 'rejected')
         r, g, b = _COLORS[key]
         stamp = self.get_clock().now().to_msg()
-        array = MarkerArray()
-        for i, frame in enumerate(verdict.ee_frames):
-            m = Marker()
-            m.header.frame_id = base
-            m.header.stamp = stamp
-            m.ns = 'safety_gate/' + frame
-            m.id = i
-            m.type = Marker.LINE_STRIP
-            m.action = Marker.ADD
-            m.pose.orientation.w = 1.0
-            m.scale.x = 0.005
-            m.color = ColorRGBA(r=r, g=g, b=b, a=1.0)
-            m.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
-                        for p in verdict.ee_paths[i]]
-            array.markers.append(m)
+        array = MarkerArray(markers=[
+            path_marker('safety_gate/' + frame, i, base, stamp, verdict.ee_paths[i], (r, g, b),
+                        0.005) for i, frame in enumerate(verdict.ee_frames)])
         self._marker_pub.publish(array)
 
     def _publish_diagnostics(self) -> None:

@@ -14,7 +14,6 @@ the policy node sees a stale camera instead of a frozen scene with a fresh stamp
 from __future__ import annotations
 
 import math
-from pathlib import Path
 import threading
 import time
 
@@ -25,12 +24,12 @@ import rclpy.qos
 from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker
 
-from egoroll_ros.core.demo_task import demo_urdf_path
-from egoroll_ros.core.render import Intrinsics, SceneRenderer
-from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import ConfigError, RobotModelError
 from egoroll_ros.ros.params import Param, check_value, declare_params
+from egoroll_ros.ros.robot_models import load_robot_model
 from egoroll_ros.ros.runner import run_node
+from egoroll_ros.sim.demo_task import demo_urdf_path
+from egoroll_ros.sim.render import Intrinsics, SceneRenderer
 
 
 def _target_problem(value: list[float]) -> str | None:
@@ -71,9 +70,8 @@ class SimCamera(Node):
         super().__init__(node_name, **kwargs)
         p = declare_params(self, PARAMS)
         self._specs = {s.name: s for s in PARAMS}
-        path = Path(p['urdf_path']) if p['urdf_path'] else demo_urdf_path()
         try:
-            model = RobotModel.from_file(path)
+            model = load_robot_model(p['urdf_path'] or demo_urdf_path())
         except RobotModelError as exc:
             raise ConfigError(f"parameter 'urdf_path': {exc}") from None
         intrinsics = Intrinsics.from_fov(p['width'], p['height'], p['fov_deg'])
@@ -90,7 +88,6 @@ class SimCamera(Node):
         self._target_radius = p['target_radius']
         self._state: tuple[list[float], object, float] | None = None  # positions, stamp, rx
         self._rendered_rx = -math.inf
-        self._warned: set[str] = set()
         topic = f"camera/{p['camera_name']}/image_raw"
         self._image_pub = self.create_publisher(Image, topic, 10)
         self._marker_pub = self.create_publisher(Marker, 'sim/target_marker', 10)
@@ -100,28 +97,25 @@ class SimCamera(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0 / p['rate'], self._tick)
         self.get_logger().info(
-            f'rendering {path.name} from {self._frame_id} ({p["width"]}x{p["height"]}) to '
+            f'rendering {model.name} from {self._frame_id} ({p["width"]}x{p["height"]}) to '
             f'{self._image_pub.topic_name} at up to {p["rate"]:g} Hz; target {self._target}')
-
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
 
     def _on_joint_state(self, msg: JointState) -> None:
         received = time.monotonic()
         if len(msg.position) != len(msg.name):
-            self._warn_once('size', f'joint_states has {len(msg.name)} names and '
-                            f'{len(msg.position)} positions: not rendered')
+            self.get_logger().warning(f'joint_states has {len(msg.name)} names and '
+                            f'{len(msg.position)} positions: not rendered', once=True)
             return
         by_name = dict(zip(msg.name, msg.position, strict=True))
         missing = [j for j in self._renderer.joint_names if j not in by_name]
         if missing:
-            self._warn_once('missing', f'joint_states lacks {", ".join(missing)}: not rendered')
+            self.get_logger().warning(
+                f'joint_states lacks {", ".join(missing)}: not rendered', once=True)
             return
         positions = [float(by_name[j]) for j in self._renderer.joint_names]
         if not all(math.isfinite(v) for v in positions):
-            self._warn_once('finite', 'joint_states has non-finite positions: not rendered')
+            self.get_logger().warning(
+                'joint_states has non-finite positions: not rendered', once=True)
             return
         with self._lock:
             self._state = (positions, msg.header.stamp, received)
@@ -134,8 +128,8 @@ class SimCamera(Node):
     def _on_target(self, msg: PointStamped) -> None:
         frame = msg.header.frame_id
         if frame not in ('', self._root_frame):
-            self._warn_once(f'frame:{frame}', f"sim/target in frame '{frame}' ignored: only "
-                            f"'{self._root_frame}' (the URDF root) is supported")
+            self.get_logger().warning(f"sim/target in frame '{frame}' ignored: only "
+                            f"'{self._root_frame}' (the URDF root) is supported", once=True)
             return
         target = [msg.point.x, msg.point.y, msg.point.z]
         if not all(math.isfinite(v) for v in target):
@@ -163,7 +157,8 @@ class SimCamera(Node):
         if received <= self._rendered_rx:
             return  # nothing new to show
         if time.monotonic() - received > self._max_age:
-            self._warn_once('stale', 'joint_states are stale: no images until fresh ones come')
+            self.get_logger().warning(
+                'joint_states are stale: no images until fresh ones come', once=True)
             return
         self._rendered_rx = received
         pixels = self._renderer.render(positions, target)

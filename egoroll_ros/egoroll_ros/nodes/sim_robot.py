@@ -1,6 +1,6 @@
 """sim_robot: a simulated arm that follows `command` and publishes `joint_states`.
 
-A thin shell around :class:`egoroll_ros.core.sim.SimArm`. Faults for tests are parameters that
+A thin shell around :class:`egoroll_ros.sim.robot.SimArm`. Faults for tests are parameters that
 can be changed at run time with set_parameters: ``fault.freeze``, ``fault.drop_fraction``,
 ``fault.extra_lag``.
 """
@@ -20,12 +20,12 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory
 
-from egoroll_ros.core.sim import DelayLine, SimArm
 from egoroll_ros.core.trajectory import splice
 from egoroll_ros.errors import ConfigError, EgorollError
 from egoroll_ros.ros.convert import sec_to_time, trajectory_from_msg
 from egoroll_ros.ros.params import Param, check_value, declare_params, per_joint
 from egoroll_ros.ros.runner import run_node
+from egoroll_ros.sim.robot import DelayLine, SimArm
 
 COMMAND_INTERFACES = ('joint_state', 'float64_multi_array', 'joint_trajectory')
 
@@ -80,7 +80,6 @@ class SimRobot(Node):
         self._rng = np.random.default_rng(p['seed'])
         self._delay = DelayLine(horizon=p['latency'] + 1.0)
         self._lock = threading.Lock()
-        self._warned: set[str] = set()
         self.interface = p['command_interface']
 
         self._state_pub = self.create_publisher(JointState, 'joint_states', 10)
@@ -126,32 +125,28 @@ class SimRobot(Node):
             self._apply_faults(values)
         return SetParametersResult(successful=True)
 
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
-
     def _on_joint_command(self, msg: JointState) -> None:
         if len(msg.position) != len(msg.name):
-            self._warn_once('size', 'command: names and positions differ in size; ignored')
+            self.get_logger().warning(
+                'command: names and positions differ in size; ignored', once=True)
             return
         index = {n: i for i, n in enumerate(msg.name)}
         if any(j not in index for j in self.joints):
-            self._warn_once('names', 'command lacks some joints; ignored')
+            self.get_logger().warning('command lacks some joints; ignored', once=True)
             return
         target = np.array([msg.position[index[j]] for j in self.joints])
         self._set_target(target)
 
     def _on_array_command(self, msg: Float64MultiArray) -> None:
         if len(msg.data) != len(self.joints):
-            self._warn_once('size', f'command has {len(msg.data)} values for '
-                            f'{len(self.joints)} joints; ignored')
+            self.get_logger().warning(f'command has {len(msg.data)} values for '
+                            f'{len(self.joints)} joints; ignored', once=True)
             return
         self._set_target(np.asarray(msg.data, dtype=float))
 
     def _set_target(self, target: np.ndarray) -> None:
         if not np.all(np.isfinite(target)):
-            self._warn_once('finite', 'command has non-finite values; ignored')
+            self.get_logger().warning('command has non-finite values; ignored', once=True)
             return
         with self._lock:
             self.arm.set_target(target)
@@ -163,14 +158,14 @@ class SimRobot(Node):
             traj = trajectory_from_msg(msg)
             order = [list(traj.joint_names).index(j) for j in self.joints]
         except (EgorollError, ValueError) as exc:
-            self._warn_once('traj', f'command trajectory ignored: {exc}')
+            self.get_logger().warning(f'command trajectory ignored: {exc}', once=True)
             return
         stamp = ros_now if traj.stamp == 0.0 else traj.stamp
         times = now - (ros_now - stamp) + traj.times
         if times[-1] <= now:
             # Like a trajectory controller sampling past the end: go to the last point.
-            self._warn_once('past', 'command trajectory entirely in the past: going to its '
-                            'last point')
+            self.get_logger().warning('command trajectory entirely in the past: going to its '
+                            'last point', once=True)
             with self._lock:
                 self.arm.set_target(traj.positions[-1, order])
             return
@@ -184,7 +179,7 @@ class SimRobot(Node):
                 spliced, _ = splice(now, q, v, np.zeros_like(q), times, cols(traj.positions),
                                     cols(traj.velocities), cols(traj.accelerations))
             except EgorollError as exc:
-                self._warn_once('traj', f'command trajectory ignored: {exc}')
+                self.get_logger().warning(f'command trajectory ignored: {exc}', once=True)
                 return
             self.arm.set_trajectory(spliced)
 

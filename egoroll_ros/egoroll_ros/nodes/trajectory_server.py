@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -46,8 +45,14 @@ from egoroll_ros.core.executor import (
     validate_goal,
 )
 from egoroll_ros.core.trajectory import INTERPOLATIONS
-from egoroll_ros.errors import TrajectoryError
-from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, trajectory_from_msg
+from egoroll_ros.errors import InputError, TrajectoryError
+from egoroll_ros.ros.convert import (
+    joint_state_from_msg,
+    sec_to_duration,
+    sec_to_time,
+    trajectory_from_msg,
+)
+from egoroll_ros.ros.diagnostics import OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.params import Param, declare_params, per_joint
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
@@ -145,14 +150,12 @@ class TrajectoryServer(Node):
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))
         self._planned_every = max(1, round(rate / p['planned_rate']))
-        self._diag_every = max(1, round(rate / p['diagnostics_rate']))
 
         self.core = ExecutorCore(self.config)
         self._lock = threading.Lock()
         self._waiters: dict[bytes, _Waiter] = {}
         self._submitted: set[bytes] = set()  # goals handed to the core
         self._early_cancel: set[bytes] = set()  # canceled before their execute callback ran
-        self._warned: set[str] = set()
         self._clock_offset: float | None = None
 
         cmd_type = {'joint_state': JointState, 'float64_multi_array': Float64MultiArray,
@@ -160,7 +163,8 @@ class TrajectoryServer(Node):
         self._command_pub = self.create_publisher(cmd_type, 'command', 10)
         self._commanded_pub = self.create_publisher(JointState, 'executor/commanded', 10)
         self._planned_pub = self.create_publisher(JointState, 'executor/planned', 10)
-        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._diagnostics = DiagnosticsUpdater(self, 1.0 / p['diagnostics_rate'])
+        self._diagnostics.add('executor', self._executor_status)
         self._state_sub = self.create_subscription(
             JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data,
             callback_group=MutuallyExclusiveCallbackGroup())
@@ -178,27 +182,12 @@ class TrajectoryServer(Node):
             f'{self.interface}, stop {self.config.stop_behavior}')
 
     # ----- inputs -------------------------------------------------------------------------
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
-
     def _on_joint_states(self, msg: JointState) -> None:
         now = time.monotonic()
-        index = {n: i for i, n in enumerate(msg.name)}
         try:
-            order = [index[j] for j in self.config.joints]
-        except KeyError as exc:
-            self._warn_once('missing', f'joint_states lacks joint {exc}; ignored')
-            return
-        if len(msg.position) != len(msg.name):
-            self._warn_once('size', 'joint_states names and positions differ in size; ignored')
-            return
-        pos = np.asarray(msg.position, dtype=float)[order]
-        vel = np.asarray(msg.velocity, dtype=float)[order] \
-            if len(msg.velocity) == len(msg.name) else None
-        if not np.all(np.isfinite(pos)):
-            self._warn_once('finite', 'joint_states has non-finite positions; ignored')
+            pos, vel = joint_state_from_msg(msg, now).select(self.config.joints)
+        except (InputError, TrajectoryError) as exc:
+            self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
         with self._lock:
             self.core.update_measured(pos, vel, now)
@@ -323,7 +312,8 @@ class TrajectoryServer(Node):
             except Exception as exc:  # noqa: BLE001 - the loop must survive; reported
                 if not self.context.ok() or not self._running:
                     return  # shutting down
-                self._warn_once('tick', f'control tick failed: {type(exc).__name__}: {exc}')
+                self.get_logger().warning(
+                    f'control tick failed: {type(exc).__name__}: {exc}', once=True)
 
     def _ros_time_of(self, t: float) -> float:
         """ROS-clock time of steady-clock time ``t`` through one offset, re-read every tick but
@@ -348,7 +338,6 @@ class TrajectoryServer(Node):
             res = self.core.tick(t)
             self._publish(res, t, ros_now)
             n = self.core.ticks
-            diag = self.core.diagnostics(t) if n % self._diag_every == 0 else None
             motion = self.core.motion
         self._dispatch(res.outcomes)
         if res.feedback is not None and n % self._feedback_every == 0:
@@ -358,8 +347,7 @@ class TrajectoryServer(Node):
             msg = JointState(name=list(self.config.joints), position=final.tolist())
             msg.header.stamp = sec_to_time(ros_now)
             self._planned_pub.publish(msg)
-        if diag is not None:
-            self._publish_diagnostics(diag, ros_now)
+        self._diagnostics.update(stamp=sec_to_time(ros_now))
 
     def _publish(self, res: TickResult, t: float, ros_now: float) -> None:
         """Publish the tick's setpoint (called with the lock held)."""
@@ -413,15 +401,12 @@ class TrajectoryServer(Node):
         with contextlib.suppress(Exception):
             waiter.handle.publish_feedback(msg)
 
-    def _publish_diagnostics(self, values: dict[str, str], ros_now: float) -> None:
-        status = DiagnosticStatus(name=f'{self.get_name()}: executor', hardware_id='')
-        status.level = DiagnosticStatus.WARN if values['last_error'] else DiagnosticStatus.OK
-        status.message = values['state'] + (f' ({values["last_error"]})'
-                                            if values['last_error'] else '')
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = sec_to_time(ros_now)
-        self._diag_pub.publish(msg)
+    def _executor_status(self) -> TaskStatus:
+        with self._lock:
+            values = self.core.diagnostics(time.monotonic())
+        error = values['last_error']
+        return TaskStatus(WARN if error else OK,
+                          values['state'] + (f' ({error})' if error else ''), values.items())
 
     def close(self) -> None:
         """Stop the control loop and end every goal with SHUTDOWN (safe to call twice)."""

@@ -25,14 +25,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     ImageFeature,
     Observation,
     Policy,
     PolicyError,
     PolicyMetadata,
 )
+from egoroll_ros.errors import CheckpointError
 from egoroll_ros.policies.fingerprint import fingerprint
 from egoroll_ros.policies.normalization import Normalization, read_json
 from egoroll_ros.policies.torch_io import image_tensors, load_safetensors, state_tensor

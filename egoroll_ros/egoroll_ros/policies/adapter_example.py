@@ -6,7 +6,7 @@ followed by ``policy.start_episode()`` at each episode and ``action = policy(ob)
 with ``ob`` a dict of framework-named tensors. This backend is the pattern for wrapping one:
 it imports the factory named by a configuration string ``'module:function'`` LAZILY (only at
 load, so egoroll never depends on the framework), calls it on the checkpoint directory, and
-maps egoroll's :class:`~egoroll_ros.policies.base.Observation` to the framework's observation
+maps egoroll's :class:`~egoroll_ros.core.policy.Observation` to the framework's observation
 dict and its output back to an (H, A) array. Copy it for a real framework; the mapping is
 what changes.
 
@@ -44,8 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     CartesianSpec,
     ImageFeature,
     Observation,
@@ -53,6 +52,7 @@ from egoroll_ros.policies.base import (
     PolicyError,
     PolicyMetadata,
 )
+from egoroll_ros.errors import CheckpointError
 from egoroll_ros.policies.fingerprint import fingerprint
 
 ADAPTER_FILE = 'adapter.json'

@@ -9,8 +9,10 @@ child (and checks that it loads the same fingerprint).
 Options (keyword arguments of :meth:`IsolatedPolicy.load`, node parameters ``policy.*``):
     backend: the backend the child loads (entry-point name or ``module:Class``).
     python_executable: interpreter of the child (e.g. another venv's ``bin/python``); that
-        environment must be able to import numpy and the backend. The directory holding this
-        ``egoroll_ros`` package is put on the child's ``PYTHONPATH``.
+        environment must be able to import numpy and the backend. Default: the backend's
+        managed runtime (:mod:`egoroll_ros.runtimes`; ``lerobot``), else this interpreter.
+        The directory holding this ``egoroll_ros`` package is put on the child's
+        ``PYTHONPATH``.
     request_timeout: seconds per reset/predict request.
     load_timeout: seconds for the child to start and load the checkpoint.
     backend_options: dict passed to the inner backend's ``load``.
@@ -29,8 +31,7 @@ from typing import Any
 import numpy as np
 
 import egoroll_ros
-from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     Observation,
     Policy,
     PolicyCrashError,
@@ -38,6 +39,7 @@ from egoroll_ros.policies.base import (
     PolicyMetadata,
     PolicyTimeoutError,
 )
+from egoroll_ros.errors import CheckpointError
 from egoroll_ros.policies.protocol import (
     EndOfStreamError,
     FrameReader,
@@ -49,14 +51,26 @@ from egoroll_ros.policies.protocol import (
 WORKER_MODULE = 'egoroll_ros.policies.isolated_worker'
 
 
+def _same_interpreter(python: str) -> bool:
+    try:
+        return os.path.samefile(python, sys.executable)
+    except OSError:
+        return False
+
+
 class _Child:
     """One worker process and its pipes."""
 
     def __init__(self, python: str) -> None:
         env = dict(os.environ)
         pkg_root = str(Path(egoroll_ros.__file__).resolve().parent.parent)
-        env['PYTHONPATH'] = os.pathsep.join(
-            [pkg_root] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
+        inherited = [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p]
+        if not _same_interpreter(python):
+            # Another interpreter (a managed runtime): this one's packages (the node's numpy,
+            # rclpy, torch) must not shadow its own; it gets egoroll_ros alone.
+            from egoroll_ros.runtimes import clean_env
+            env, inherited = clean_env(), []
+        env['PYTHONPATH'] = os.pathsep.join([pkg_root] + inherited)
         try:
             self.proc = subprocess.Popen([python, '-m', WORKER_MODULE], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, env=env, bufsize=0)
@@ -109,6 +123,24 @@ def _raise_remote(reply: dict[str, Any], during: str) -> None:
     raise PolicyError(msg)
 
 
+def default_python(backend: str) -> str:
+    """The interpreter a worker for ``backend`` runs in when none is configured: the managed
+    runtime of a backend that has one (it must be built), else this interpreter.
+
+    Raises:
+        CheckpointError: the backend's managed runtime is not built (naming the command).
+    """
+    from egoroll_ros.runtimes import RuntimeSetupError, backend_runtime, runtime_python
+
+    name = backend_runtime(backend)
+    if name is None:
+        return sys.executable
+    try:
+        return str(runtime_python(name))
+    except RuntimeSetupError as exc:
+        raise CheckpointError(str(exc)) from None
+
+
 class IsolatedPolicy(Policy):
     """Proxy to a policy loaded in a child process (see the module docstring)."""
 
@@ -135,7 +167,7 @@ class IsolatedPolicy(Policy):
         backend = options.get('backend') or 'egoroll_act'
         if backend == 'isolated':
             raise CheckpointError("policy backend 'isolated' cannot isolate itself")
-        python = options.get('python_executable') or sys.executable
+        python = options.get('python_executable') or default_python(str(backend))
         try:
             rt = float(options.get('request_timeout', 2.0))
             lt = float(options.get('load_timeout', 60.0))

@@ -24,8 +24,9 @@ def main() -> int:
     sys.stdout = sys.stderr
     inp = sys.stdin.buffer
 
-    from egoroll_ros.policies.base import Observation, load_backend
+    from egoroll_ros.core.policy import Observation
     from egoroll_ros.policies.protocol import EndOfStreamError, encode_frame, read_frame_blocking
+    from egoroll_ros.policies.registry import load_backend
 
     policy = None
     while True:

@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     ImageFeature,
     Observation,
     Policy,
     PolicyError,
     PolicyMetadata,
 )
+from egoroll_ros.errors import CheckpointError
 from egoroll_ros.policies.fingerprint import fingerprint
 
 

@@ -38,8 +38,7 @@ from typing import Any
 import numpy as np
 
 from egoroll_ros.core.frames import FrameConvention
-from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     CartesianArm,
     CartesianSpec,
     Observation,
@@ -47,6 +46,7 @@ from egoroll_ros.policies.base import (
     PolicyError,
     PolicyMetadata,
 )
+from egoroll_ros.errors import CheckpointError
 from egoroll_ros.policies.fingerprint import fingerprint
 
 CONFIG_FILE = 'scripted_cartesian.json'

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from egoroll_ros.core.policy import Observation, PolicyMetadata
 from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import Observation, PolicyMetadata
 from egoroll_ros.policies.normalization import Normalization
 
 

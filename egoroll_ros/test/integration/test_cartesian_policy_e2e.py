@@ -17,9 +17,9 @@ from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.policies.scripted_cartesian import DEFAULTS, circle_positions
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
 from egoroll_ros.testing import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

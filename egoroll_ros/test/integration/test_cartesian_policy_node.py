@@ -14,12 +14,12 @@ from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME
 from egoroll_ros.core.frames import FrameConvention, quat_to_matrix
+from egoroll_ros.core.policy import CartesianArm, CartesianSpec
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.rollout import State
 from egoroll_ros.nodes.policy_node import PolicyNode
-from egoroll_ros.policies.base import CartesianArm, CartesianSpec
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME
 from egoroll_ros.testing import run_callback, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'unit'))

@@ -5,9 +5,9 @@ import pytest
 from visualization_msgs.msg import Marker, MarkerArray
 
 from egoroll_interfaces.msg import GateVerdict
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.ros.markers import NAMESPACE_PATH, NAMESPACE_TEXT, VERDICT_COLORS, ChunkMarkers
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
 from egoroll_ros.testing import wait_until
 
 pytestmark = pytest.mark.integration

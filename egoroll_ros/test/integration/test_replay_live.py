@@ -17,8 +17,8 @@ from sensor_msgs.msg import Image, JointState
 
 from egoroll_ros.bag.evaluate import EvaluateOptions, evaluate
 from egoroll_ros.bag.synth import write_episode
-from egoroll_ros.core.demo_task import demo_urdf_path
 from egoroll_ros.ros.bagio import BagRecorder
+from egoroll_ros.sim.demo_task import demo_urdf_path
 from egoroll_ros.testing import executable_path, wait_until
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker
 
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME
 from egoroll_ros.testing import wait_until
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from egoroll_ros.policies.base import CartesianSpec, Observation, Policy, PolicyMetadata
+from egoroll_ros.core.policy import CartesianSpec, Observation, Policy, PolicyMetadata
 from egoroll_ros.policies.fingerprint import fingerprint
 
 BACKEND = 'cartesian_fakes:HoldPosePolicy'

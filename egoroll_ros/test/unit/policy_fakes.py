@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from egoroll_ros.core.policy import ImageFeature, Observation, Policy, PolicyMetadata
 from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import ImageFeature, Observation, Policy, PolicyMetadata
 from egoroll_ros.policies.fingerprint import fingerprint
 
 JOINTS = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',

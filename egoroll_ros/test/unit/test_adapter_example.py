@@ -11,14 +11,16 @@ from safetensors.torch import save_file
 import torch
 from torch import nn
 
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME
-from egoroll_ros.core.inference import load_policy, predict_cartesian, setup_from_params
+from egoroll_ros.core.inference import predict_cartesian, setup_from_params
 from egoroll_ros.core.observation import JOINT_STATES, LatestInputs, camera_input
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import JointStateData
 from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import load_backend
+from egoroll_ros.policies.loading import load_policy
+from egoroll_ros.policies.registry import load_backend
 from egoroll_ros.policies.scripted_cartesian import CONVENTION
+from egoroll_ros.ros.images import prepare_image
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME
 
 URDF = Path(__file__).resolve().parents[2] / 'urdf' / 'demo_arm.urdf'
 H, D = 3, 7          # x y z roll pitch yaw gripper
@@ -92,7 +94,7 @@ def make_checkpoint(path: Path, step: float = 0.01, factory: str = FACTORY) -> P
 
 
 def _conv() -> dict:
-    from egoroll_ros.policies.base import CartesianArm, CartesianSpec
+    from egoroll_ros.core.policy import CartesianArm, CartesianSpec
     return CartesianSpec((CartesianArm('arm', 'tool0'),), convention=CONVENTION).to_json()[
         'convention']
 
@@ -115,7 +117,8 @@ def test_adapter_is_an_installed_entry_point_and_maps_framework_io(tmp_path):
     assert load_backend('example_adapter').__name__ == 'FrameworkPolicyAdapter'
     ck = make_checkpoint(tmp_path / 'ck')
     p = params()
-    loaded = load_policy(p, setup_from_params(p), str(ck), 'python', lambda _: None)
+    loaded = load_policy(p, setup_from_params(p), str(ck), 'python', lambda _: None,
+                         prepare=prepare_image)
     meta = loaded.policy.metadata
     assert meta.backend == 'example_adapter' and meta.action_space == 'cartesian'
     assert len(meta.fingerprint) == 64

@@ -8,19 +8,14 @@ from cartesian_fakes import BACKEND, write_checkpoint
 import numpy as np
 import pytest
 
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME
 from egoroll_ros.core.frames import CartesianCodec, FrameConvention, matrix_to_quat
 from egoroll_ros.core.inference import (
-    load_policy,
     make_cartesian_chunk,
     predict_cartesian,
     setup_from_params,
 )
 from egoroll_ros.core.observation import JOINT_STATES, LatestInputs
-from egoroll_ros.core.robot_model import RobotModel
-from egoroll_ros.core.types import JointStateData
-from egoroll_ros.errors import CheckpointError, ConfigError
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     CartesianArm,
     CartesianSpec,
     CartesianSupply,
@@ -28,6 +23,11 @@ from egoroll_ros.policies.base import (
     PolicyMetadata,
     validate_metadata,
 )
+from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.core.types import JointStateData
+from egoroll_ros.errors import CheckpointError, ConfigError
+from egoroll_ros.policies.loading import load_policy
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME
 
 URDF = Path(__file__).resolve().parents[2] / 'urdf' / 'demo_arm.urdf'
 ARM7 = list(DEMO_JOINTS[:7])

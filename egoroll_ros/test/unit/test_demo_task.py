@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
-from egoroll_ros.core import demo_task
-from egoroll_ros.core.demo_task import (
+from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.errors import ConfigError
+from egoroll_ros.sim import demo_task
+from egoroll_ros.sim.demo_task import (
     DEMO_JOINTS,
     HOME,
     ExpertConfig,
@@ -13,8 +15,6 @@ from egoroll_ros.core.demo_task import (
     reached,
     rollout,
 )
-from egoroll_ros.core.robot_model import RobotModel
-from egoroll_ros.errors import ConfigError
 
 STARTS = {
     'home': HOME,

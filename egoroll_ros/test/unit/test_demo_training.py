@@ -7,7 +7,6 @@ from ament_index_python.packages import get_package_share_directory
 import numpy as np
 import pytest
 
-from egoroll_ros.core.demo_task import DEMO_JOINTS, demo_urdf_path
 from egoroll_ros.demo.train import (
     MANIFEST,
     DemoTrainingConfig,
@@ -16,6 +15,7 @@ from egoroll_ros.demo.train import (
     train_demo_policy,
 )
 from egoroll_ros.policies.act import ActPolicy, checkpoint_fingerprint
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, demo_urdf_path
 
 SHIPPED = Path(get_package_share_directory('egoroll_ros')) / 'policies' / 'demo'
 

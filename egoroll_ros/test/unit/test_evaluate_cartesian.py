@@ -11,10 +11,10 @@ import pytest
 
 from egoroll_ros.bag.evaluate import EvaluateOptions, evaluate
 from egoroll_ros.bag.synth import write_episode
-from egoroll_ros.core.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
 from egoroll_ros.core.gate import rotation_angles
+from egoroll_ros.core.policy import CartesianArm, CartesianSpec
 from egoroll_ros.core.robot_model import RobotModel
-from egoroll_ros.policies.base import CartesianArm, CartesianSpec
+from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cartesian_fakes import BACKEND, write_checkpoint  # noqa: E402, I001

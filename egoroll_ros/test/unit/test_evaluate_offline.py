@@ -16,9 +16,9 @@ from rosbags.rosbag2 import Reader
 from egoroll_ros.bag.evaluate import EvaluateOptions, evaluate
 from egoroll_ros.bag.report import Thresholds
 from egoroll_ros.bag.synth import episode_messages, write_episode, write_messages
-from egoroll_ros.core.demo_task import demo_urdf_path
 from egoroll_ros.errors import BagError, ConfigError
 from egoroll_ros.ros.bagio import typestore
+from egoroll_ros.sim.demo_task import demo_urdf_path
 from egoroll_ros.testing import executable_path
 
 UNIT = Path(__file__).resolve().parent

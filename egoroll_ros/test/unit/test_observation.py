@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import CompressedImage, Image
 
-from egoroll_ros.core import images
 from egoroll_ros.core.observation import (
     JOINT_STATES,
     CameraConfig,
@@ -19,9 +18,10 @@ from egoroll_ros.core.observation import (
     camera_input,
     unwrap_continuous,
 )
+from egoroll_ros.core.policy import ImageFeature, PolicyMetadata
 from egoroll_ros.core.types import JointStateData
 from egoroll_ros.errors import InputError
-from egoroll_ros.policies.base import ImageFeature, PolicyMetadata
+from egoroll_ros.ros import images
 
 JOINTS = ['a', 'b', 'c']
 
@@ -43,6 +43,7 @@ def _image(h: int, w: int, encoding: str = 'rgb8') -> tuple[Image, np.ndarray]:
 
 
 def _builder(**kw) -> tuple[ObservationBuilder, LatestInputs]:
+    kw.setdefault('prepare', images.prepare_image)
     b = ObservationBuilder(JOINTS, [CameraConfig('scene', 48, 64)], _meta(), 0.2, 0.1, 0.2, **kw)
     store = LatestInputs([JOINT_STATES, camera_input('scene')])
     return b, store

@@ -13,19 +13,18 @@ from policy_fakes import JOINTS, EvilPickle  # noqa: I001 - test helper on sys.p
 import pytest
 import torch
 
-from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies import act, exported
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     ImageFeature,
     Observation,
     PolicyError,
-    available_backends,
     check_chunk,
-    load_backend,
     validate_metadata,
 )
+from egoroll_ros.errors import CheckpointError
+from egoroll_ros.policies import act, exported
 from egoroll_ros.policies.fingerprint import cache_dir, file_sha256, fingerprint
 from egoroll_ros.policies.normalization import Normalization, Stats
+from egoroll_ros.policies.registry import available_backends, load_backend
 
 torch.set_num_threads(1)
 CAMS = {'scene': (24, 32)}

@@ -11,15 +11,15 @@ import numpy as np
 from policy_fakes import BACKEND, make_fake_checkpoint  # noqa: I001 - test helper on sys.path
 import pytest
 
-from egoroll_ros.errors import CheckpointError
-from egoroll_ros.policies.base import (
+from egoroll_ros.core.policy import (
     Observation,
     PolicyCrashError,
     PolicyError,
     PolicyTimeoutError,
-    load_backend,
 )
+from egoroll_ros.errors import CheckpointError
 from egoroll_ros.policies.protocol import encode_frame, read_frame_blocking
+from egoroll_ros.policies.registry import load_backend
 
 HERE = str(Path(__file__).parent)
 

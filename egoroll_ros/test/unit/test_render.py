@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from egoroll_ros.core.demo_task import HOME, demo_urdf_path
-from egoroll_ros.core.render import BACKGROUND, TARGET_COLOR, Intrinsics, SceneRenderer
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import ConfigError
+from egoroll_ros.sim.demo_task import HOME, demo_urdf_path
+from egoroll_ros.sim.render import BACKGROUND, TARGET_COLOR, Intrinsics, SceneRenderer
 
 TARGET = (0.4, 0.15, 0.15)
 

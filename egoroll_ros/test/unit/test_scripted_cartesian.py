@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from egoroll_ros.policies.base import Observation, PolicyError
+from egoroll_ros.core.policy import Observation, PolicyError
 from egoroll_ros.policies.scripted_cartesian import (
     DEFAULTS,
     ScriptedCartesianPolicy,

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from egoroll_ros.core.sim import DelayLine, SimArm
 from egoroll_ros.core.trajectory import splice
 from egoroll_ros.errors import ConfigError
+from egoroll_ros.sim.robot import DelayLine, SimArm
 
 
 def _run(arm, t0, seconds, dt=0.001):

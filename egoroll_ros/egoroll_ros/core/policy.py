@@ -1,16 +1,14 @@
-"""The policy interface, its metadata, the observation it consumes, and the backend registry.
+"""The policy contract: the Policy interface, its metadata and the observation it consumes.
 
-Backends are classes registered in the Python entry-point group ``egoroll_ros.policies``
-(see ``setup.py``), so an adapter can live in another package. A backend may also be named
-directly as ``package.module:Class``. Nothing here imports rclpy or message types.
+Pure (numpy only, no rclpy, no message types, no backend): backends in
+:mod:`egoroll_ros.policies` implement :class:`Policy`, and their registry
+(:mod:`egoroll_ros.policies.registry`) finds them by name.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-import importlib
-from importlib.metadata import entry_points
 import math
 from pathlib import Path
 from typing import Any
@@ -19,8 +17,6 @@ import numpy as np
 
 from egoroll_ros.core.frames import ArmLayout, FrameConvention, layout_width, rotation_size
 from egoroll_ros.errors import CheckpointError, ConfigError, EgorollError
-
-ENTRY_POINT_GROUP = 'egoroll_ros.policies'
 
 #: Non-image, non-state inputs a policy may declare (the node can supply these from Quest).
 EXTRA_FEATURES = {
@@ -323,40 +319,6 @@ class Policy(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release resources (child processes, files). Safe to call twice."""
-
-
-def load_backend(name: str) -> type[Policy]:
-    """The backend class for ``name``: an entry point of ``egoroll_ros.policies``, or a
-    ``package.module:Class`` path.
-
-    Raises:
-        CheckpointError: unknown name, or the class cannot be imported.
-    """
-    if ':' in name:
-        module, _, attr = name.partition(':')
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise CheckpointError(f"policy backend '{name}' cannot be imported: {exc}") from None
-    else:
-        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-        if not found:
-            known = ', '.join(sorted(available_backends())) or 'none'
-            raise CheckpointError(f"unknown policy backend '{name}' (entry points of "
-                                  f"'{ENTRY_POINT_GROUP}': {known})")
-        try:
-            cls = found[0].load()
-        except Exception as exc:  # noqa: BLE001 - an adapter's import may fail any way
-            raise CheckpointError(f"policy backend '{name}' failed to import: {exc!r}") \
-                from None
-    if not (isinstance(cls, type) and issubclass(cls, Policy)):
-        raise CheckpointError(f"policy backend '{name}' is not a Policy subclass")
-    return cls
-
-
-def available_backends() -> list[str]:
-    """Names registered in the ``egoroll_ros.policies`` entry-point group."""
-    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
 def validate_metadata(meta: PolicyMetadata, joints: list[str] | tuple[str, ...],

@@ -1,0 +1,109 @@
+"""Loading the configured policy: the ``policy.*`` parameters -> a checked, loaded backend.
+
+Shared by ``policy_node`` and ``egoroll evaluate``. Depends on the policy contract and the
+configuration cores (:mod:`egoroll_ros.core.policy`, :mod:`egoroll_ros.core.inference`) and the
+backend registry; no rclpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from egoroll_ros.core.inference import CartesianRuntime, PolicySetup
+from egoroll_ros.core.observation import ObservationBuilder
+from egoroll_ros.core.policy import CartesianSupply, Policy, validate_metadata
+from egoroll_ros.errors import CheckpointError
+from egoroll_ros.policies.registry import load_backend
+from egoroll_ros.runtimes import backend_runtime
+
+
+def _supply(setup: PolicySetup) -> CartesianSupply | None:
+    cp = setup.cartesian
+    if cp is None:
+        return None
+    frames = set(cp.camera_poses)
+    if cp.urdf_path or cp.urdf_text:
+        model = cp.robot_model()
+        frames |= {f.name for f in model.pin_model.frames if not model.chain(f.name)}
+    return CartesianSupply(dict(zip(cp.arms, cp.ee_frames, strict=True)),
+                           dict(zip(cp.arms, cp.gripper_joints, strict=True)),
+                           frozenset(frames), cp.convention is not None)
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A loaded, validated policy with its observation builder and, for a Cartesian policy,
+    its :class:`CartesianRuntime` (None for joint policies)."""
+
+    policy: Policy
+    builder: ObservationBuilder
+    cartesian: CartesianRuntime | None = None
+
+
+def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
+                python_executable: str, warn: Callable[[str], None],
+                prepare: Callable[..., np.ndarray] | None = None) -> LoadedPolicy:
+    """Load the checkpoint the ``policy.*`` parameters name and check it fits ``setup``.
+
+    Args:
+        p: the node's parameters (``policy.*``, ``max_age.*``).
+        setup: from :func:`~egoroll_ros.core.inference.setup_from_params`.
+        path: the checkpoint directory (``policy.path`` or the installed default).
+        python_executable: interpreter of an isolated backend when none is configured.
+        warn: called once with a warning (e.g. the fingerprint is not checked).
+        prepare: image preparation of the builder (default: decoded arrays,
+            :func:`~egoroll_ros.core.images.fit_image`); the node passes
+            :func:`egoroll_ros.ros.images.prepare_image`, evaluate wraps it to decode stored
+            payloads first.
+
+    Returns:
+        The loaded policy, the observation builder for it and its Cartesian runtime.
+
+    Raises:
+        CheckpointError: load failure, fingerprint mismatch, or a policy the configuration
+            cannot feed. ConfigError: bad parameters.
+    """
+    options: dict[str, Any] = {}
+    if p['policy.num_threads']:
+        options['num_threads'] = p['policy.num_threads']
+    # A backend with a managed runtime (lerobot) always runs in its own worker process; an
+    # empty policy.python_executable then means that runtime, not this interpreter.
+    managed = backend_runtime(p['policy.backend']) is not None
+    if p['policy.isolated'] or managed:
+        cls = load_backend('isolated')
+        policy = cls.load(path, backend=p['policy.backend'],
+                          python_executable=p['policy.python_executable']
+                          or (None if managed else python_executable),
+                          request_timeout=p['policy.request_timeout'],
+                          load_timeout=p['policy.load_timeout'], backend_options=options)
+    else:
+        policy = load_backend(p['policy.backend']).load(path, **options)
+    try:
+        meta = policy.metadata
+        want = p['policy.expected_fingerprint']
+        if want and meta.fingerprint != want:
+            raise CheckpointError(f"fingerprint mismatch: checkpoint {path} has "
+                                  f"{meta.fingerprint}, parameter "
+                                  f"'policy.expected_fingerprint' is {want}")
+        if not want:
+            warn("'policy.expected_fingerprint' is empty: the checkpoint fingerprint is not "
+                 'checked')
+        validate_metadata(meta, setup.joints,
+                          {c.name: (c.height, c.width) for c in setup.cameras},
+                          cartesian=_supply(setup) if meta.action_space == 'cartesian'
+                          else None)
+        runtime = CartesianRuntime(meta, setup) if meta.action_space == 'cartesian' else None
+        kw: dict[str, Any] = {'prepare': prepare} if prepare is not None else {}
+        if runtime is not None and meta.cartesian.state == 'ee_pose':
+            kw['state_transform'] = runtime.encode_state
+        builder = ObservationBuilder(
+            setup.joints, setup.cameras, meta, p['max_age.camera'], p['max_age.joint_states'],
+            p['max_age.quest'], setup.quest, **kw)
+    except Exception:
+        policy.close()
+        raise
+    return LoadedPolicy(policy, builder, runtime)
