@@ -40,6 +40,7 @@ from egoroll_ros.bag.reader import BagReader, absolute
 from egoroll_ros.bag.report import (
     REPORT_FORMAT,
     ChunkRecord,
+    StaleStretches,
     Thresholds,
     action_error,
     cartesian_error,
@@ -51,15 +52,10 @@ from egoroll_ros.bag.report import (
     plot_chunks,
     plot_rejections,
 )
-from egoroll_ros.core.cartesian import cartesian_config_from_params, check_cartesian
-from egoroll_ros.core.frames import quat_to_matrix
-from egoroll_ros.core.gate import check, config_from_params
+from egoroll_ros.core.cartesian import cartesian_config_from_params
+from egoroll_ros.core.gate import config_from_params
 from egoroll_ros.core.gate import prepare as prepare_limits
 from egoroll_ros.core.inference import (
-    make_cartesian_chunk,
-    make_chunk,
-    predict_cartesian,
-    predict_positions,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -69,9 +65,11 @@ from egoroll_ros.core.observation import (
     QUEST_RIGHT,
     LatestInputs,
     StaleInputError,
+    put_camera,
 )
 from egoroll_ros.core.policy import PolicyError
 from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.core.step import rollout_step
 from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryError
 from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.images import prepare_image
@@ -226,12 +224,8 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
         _deterministic(p['policy.num_threads'])
         path = p['policy.path'] or str(_share() / 'policies' / 'demo')
         warnings: list[str] = []
-        # images stay CDR until an observation needs them, then the node's prepare_image
-        def prepare(value: tuple[str, bytes], *args: Any, **kwargs: Any) -> np.ndarray:
-            return prepare_image(decode(value[0], value[1], kwargs.get('source', 'image')),
-                                 *args, **kwargs)
-
-        loaded = load_policy(p, setup, path, sys.executable, warnings.append, prepare=prepare)
+        loaded = load_policy(p, setup, path, sys.executable, warnings.append,
+                             prepare=prepare_image)   # the node's decoding, as live
         try:
             return _run(opts, bag, decode, p, setup, loaded, gate_cfg, model,
                         model_source, gate_path, path, warnings, baseline, out_bag, log)
@@ -256,6 +250,35 @@ def _needs(setup: Any, builder: Any, ns: str) -> dict[str, tuple[str, str]]:
     return needs
 
 
+def _require_joints(bag: BagReader, decode: _Decoder, topic: str, joints: Any,
+                    window: float = 1.0) -> None:
+    """Refuse a bag whose joint_states (the messages of its first ``window`` s, which may
+    come from several publishers) do not name every configured joint.
+
+    Raises:
+        BagError: naming the missing joints and the joints the bag has.
+    """
+    from egoroll_ros.ros.convert import joint_state_from_msg
+
+    names: list[str] = []
+    first = None
+    for _, mtype, t_ns, raw in bag.messages([topic]):
+        if first is None:
+            first = t_ns
+        if t_ns - first > window * 1e9:
+            break
+        try:
+            js = joint_state_from_msg(decode(mtype, raw, topic), t_ns * 1e-9)
+        except (InputError, TrajectoryError):
+            continue        # counted as malformed later
+        names += [n for n in js.names if n not in names]
+    missing = [j for j in joints if j not in names]
+    if missing:
+        raise BagError(f"{bag.path}: {topic} lacks the configured joints "
+                       f"{', '.join(missing)}; the bag's {topic} has: "
+                       f"{', '.join(names) or 'no decodable message'}")
+
+
 def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, Any],
          setup: Any, loaded: Any, gate_cfgs: Any, model: RobotModel,
          model_source: str, gate_path: Path, policy_path: str, warnings: list[str],
@@ -266,10 +289,12 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
     from egoroll_ros.ros import convert
     from egoroll_ros.ros.bagio import typestore
 
-    policy, builder, runtime = loaded.policy, loaded.builder, loaded.cartesian
+    policy, builder, space = loaded.policy, loaded.builder, loaded.space
+    runtime = loaded.cartesian  # the report adds Cartesian errors
     gate_cfg, cart_cfg = gate_cfgs
     needs = _needs(setup, builder, opts.namespace)
     bag.require({topic: [mtype] for topic, mtype in needs.values()})
+    _require_joints(bag, decode, needs[JOINT_STATES][0], setup.joints)
     by_topic = {topic: name for name, (topic, _) in needs.items()}
     meta = policy.metadata
     joints = setup.joints
@@ -282,6 +307,7 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
     inference_errors: list[str] = []
     records: list[ChunkRecord] = []
     queries = 0
+    stretches = StaleStretches()
     next_q: int | None = None
     t_start = time.perf_counter()
     opts.out_dir.mkdir(parents=True, exist_ok=True)
@@ -294,25 +320,26 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
                                          typestore=store)
 
     def put(name: str, mtype: str, t_ns: int, raw: bytes) -> None:
+        # As the node's callbacks do, with the bag receive time as both the steady time and
+        # the clock the header stamps are compared with.
         now = t_ns * 1e-9
-        if name.startswith('camera/'):
-            inputs.put(name, (mtype, raw), now, now)   # stamp unused by the builder
-            return
         try:
             msg = decode(mtype, raw, by_topic_rev[name])
-            if name == JOINT_STATES:
+            if name.startswith('camera/'):
+                put_camera(inputs, name, msg, convert.time_to_sec(msg.header.stamp), now, now)
+            elif name == JOINT_STATES:
                 js = convert.joint_state_from_msg(msg, now)
-                inputs.put(name, js, js.stamp, now)
+                inputs.put(name, js, js.stamp, now, clock=now)
                 q = js.ordered(joints)
                 if q is not None:
                     rec_t.append(now)
                     rec_q.append(q)
             elif name == QUEST_JOY:
                 inputs.put(name, convert.joy_from_msg(msg), convert.time_to_sec(
-                    msg.header.stamp), now)
+                    msg.header.stamp), now, clock=now)
             else:
                 inputs.put(name, convert.pose_from_msg(msg),
-                           convert.time_to_sec(msg.header.stamp), now)
+                           convert.time_to_sec(msg.header.stamp), now, clock=now)
         except (InputError, TrajectoryError) as exc:
             malformed[f'{name}: {exc}'[:160]] = malformed.get(f'{name}: {exc}'[:160], 0) + 1
 
@@ -322,46 +349,30 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         nonlocal queries
         queries += 1
         now = t_ns * 1e-9
-        t0 = time.perf_counter()
         try:
-            obs = builder.build(inputs, now, now)
-            if runtime is not None:
-                targets = predict_cartesian(policy, obs, runtime)
-            else:
-                positions = predict_positions(policy, obs, setup.continuous_columns)
+            step = rollout_step(builder, inputs, space, now, now, sequence=len(records) + 1)
         except StaleInputError as exc:
-            key = 'stale input: ' + ', '.join(
-                f"{s.name} {'never received' if s.age is None else 'too old'}"
-                for s in exc.stale)
+            stretches.update(exc.stale, now)
+            key = 'stale input: ' + ', '.join(f'{s.name} {s.reason}' for s in exc.stale)
             skipped[key] = skipped.get(key, 0) + 1
             return
         except InputError as exc:
+            stretches.update([], now)
             key = f'input error: {exc}'[:160]
             skipped[key] = skipped.get(key, 0) + 1
             return
         except PolicyError as exc:
+            stretches.update([], now)
             inference_errors.append(f't={now - bag.info.start_ns * 1e-9:.3f}s: {exc}')
             return
-        latency = time.perf_counter() - t0
+        stretches.update([], now)
+        latency, chunk = step.latency, step.chunk
         js = inputs.get(JOINT_STATES)
-        cart = None
-        if runtime is not None:
-            chunk = make_cartesian_chunk(meta, targets, now, latency, sequence=len(records) + 1)
-            outcome = check_cartesian(chunk, js.value if js is not None else None, model,
-                                      gate_cfg, cart_cfg, now, now)
-            verdict = outcome.verdict
-            positions = None if outcome.ik_chunk is None else \
-                np.asarray(outcome.ik_chunk.trajectory.positions)
-            chunk_msg = convert.cartesian_chunk_to_msg(chunk)
-            cart = (np.stack([np.asarray(a.positions, float) for a in targets]),
-                    np.stack([quat_to_matrix(np.asarray(a.quaternions, float))
-                              for a in targets]))
-        else:
-            chunk = make_chunk(meta, joints, positions, now, latency,
-                               sequence=len(records) + 1)
-            verdict = check(chunk, js.value if js is not None else None, model, gate_cfg,
-                            now=now, steady_now=now)
-            chunk_msg = convert.chunk_to_msg(chunk)
+        outcome = space.check(chunk, js.value if js is not None else None, model, gate_cfg,
+                              cart_cfg, now, now)
+        verdict, positions = outcome.verdict, outcome.joint_positions
+        cart = space.ee_targets(step.output)
+        chunk_msg = convert.any_chunk_to_msg(chunk)
         verdict_msg = convert.verdict_to_msg(verdict, chunk_msg, convert.sec_to_time(now), False)
         for conn, msg in ((conn_chunk, chunk_msg), (conn_verdict, verdict_msg)):
             writer.write(conn, t_ns, store.serialize_cdr(to_rosbags(msg, store), conn.msgtype))
@@ -417,6 +428,9 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         'first_query': first_query,
         'queries': queries,
         'skipped': {'count': sum(skipped.values()), 'reasons': skipped},
+        'stale_stretches': stretches.report(bag.info.end_ns * 1e-9, origin),
+        'clock_offsets': inputs.clock_offsets(),
+        'max_clock_offset': p['max_clock_offset'],
         'malformed_inputs': malformed,
         'inference_errors': inference_errors,
         'decisions': decisions(records),

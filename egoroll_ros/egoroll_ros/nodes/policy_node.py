@@ -31,13 +31,10 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk, RolloutStatus
+from egoroll_ros.core.action_space import ActionSpace
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
-    make_cartesian_chunk,
-    make_chunk,
-    predict_cartesian,
-    predict_positions,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -49,13 +46,14 @@ from egoroll_ros.core.observation import (
     ObservationBuilder,
     StaleInputError,
     camera_input,
+    put_camera,
 )
 from egoroll_ros.core.policy import (
-    Observation,
     Policy,
     PolicyError,
 )
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
+from egoroll_ros.core.step import Step, rollout_step
 from egoroll_ros.errors import (
     CheckpointError,
     ConfigError,
@@ -65,8 +63,7 @@ from egoroll_ros.errors import (
 )
 from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.convert import (
-    cartesian_chunk_to_msg,
-    chunk_to_msg,
+    any_chunk_to_msg,
     joint_state_from_msg,
     joy_from_msg,
     pose_from_msg,
@@ -120,16 +117,29 @@ PARAMS = [
           '(empty: all raw).', read_only=True),
     Param('query_frequency', float, 10.0, 'Inferences per second while running (Hz).',
           min=0.1, max=1000.0, read_only=True),
-    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s).',
+    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
+          'how long its header stamp may stay put and its frame stay identical.',
           min=0.001, max=60.0),
-    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s).', min=0.001,
+    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
+          'its header stamp may stay put.', min=0.001,
           max=60.0),
     Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
           min=0.001, max=60.0),
+    Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
+          "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
+          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
           min=5.0, max=100.0, read_only=True),
+    Param('gate.stop_service', str, 'safety/stop', 'The safety gate service every stop (policy/'
+          'stop, the Quest toggle, deactivate, a fault) calls, so the running chunk is canceled '
+          'and the gate forwards nothing until a new preflight; policy/stop answers success '
+          'only once the gate confirms the hold. Empty: no gate (stop only stops publishing; '
+          'a warning is logged).', read_only=True),
+    Param('gate.stop_timeout', float, 2.0, 'Seconds policy/stop waits for the gate to confirm '
+          'the hold; longer: policy/stop reports failure.', min=0.01, max=60.0,
+          read_only=True),
     Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
           'manager needed).', read_only=True),
     Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
@@ -189,7 +199,6 @@ class PolicyNode(LifecycleNode):
         self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
-        self._cont_cols = list(self.setup.continuous_columns)
         # Sequences continue across rollouts and above any earlier run of this node.
         self.sm = RolloutStateMachine(self.p['preflight_validity'], time.monotonic,
                                       first_sequence=time.time_ns() // 1000)
@@ -199,6 +208,7 @@ class PolicyNode(LifecycleNode):
         self.policy: Policy | None = None
         self.builder: ObservationBuilder | None = None
         self.cartesian: CartesianRuntime | None = None
+        self.space: ActionSpace | None = None
         self.active = False
         self.inferences_skipped = 0
         self.last_latency = math.nan
@@ -240,6 +250,16 @@ class PolicyNode(LifecycleNode):
                             callback_group=self._srv_group)
         self.create_service(Trigger, 'policy/stop', self._srv_stop,
                             callback_group=self._srv_group)
+        self._gate_stop = None
+        if self.p['gate.stop_service']:
+            # Not in the services' group: policy/stop awaits this client's answer from inside
+            # that (mutually exclusive) group.
+            self._gate_stop = self.create_client(Trigger, self.p['gate.stop_service'],
+                                                 callback_group=ReentrantCallbackGroup())
+        else:
+            self.get_logger().warning("parameter 'gate.stop_service' is empty: a stop only "
+                                      'stops publishing; the running chunk goes on until the '
+                                      "executor's command_timeout")
         self.create_timer(1.0 / self.p['status_rate'], self._publish_status,
                           callback_group=status_group)
         self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
@@ -307,6 +327,7 @@ class PolicyNode(LifecycleNode):
         loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
                              prepare=prepare_image)
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
+        self.space = loaded.space
         if loaded.cartesian is not None:
             rt = loaded.cartesian
             self.get_logger().info(
@@ -326,7 +347,8 @@ class PolicyNode(LifecycleNode):
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop any rollout and refuse requests."""
         self.active = False
-        self.sm.stop('deactivated')
+        if self.sm.stop('deactivated') is State.RUNNING:
+            self._stop_gate('lifecycle deactivate')
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -359,7 +381,8 @@ class PolicyNode(LifecycleNode):
     # ---------------------------------------------------------------- inputs
     def _camera_cb(self, name: str):  # noqa: ANN202
         def cb(msg: Image | CompressedImage) -> None:
-            self.inputs.put(name, msg, time_to_sec(msg.header.stamp), time.monotonic())
+            put_camera(self.inputs, name, msg, time_to_sec(msg.header.stamp),
+                       time.monotonic(), self._clock_now())
         return cb
 
     def _on_joint_states(self, msg: JointState) -> None:
@@ -369,17 +392,18 @@ class PolicyNode(LifecycleNode):
         except TrajectoryError as exc:
             self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
-        self.inputs.put(JOINT_STATES, js, js.stamp, now)
+        self.inputs.put(JOINT_STATES, js, js.stamp, now, clock=self._clock_now())
 
     def _pose_cb(self, name: str):  # noqa: ANN202
         def cb(msg: PoseStamped) -> None:
             self.inputs.put(name, pose_from_msg(msg), time_to_sec(msg.header.stamp),
-                            time.monotonic())
+                            time.monotonic(), clock=self._clock_now())
         return cb
 
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
-        self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now)
+        self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now,
+                        clock=self._clock_now())
         b = self.p['quest.toggle_button']
         if b < 0:
             return
@@ -391,11 +415,16 @@ class PolicyNode(LifecycleNode):
             state = self.sm.state
             if state is State.RUNNING:
                 self.sm.stop('stopped by the Quest button')
+                self._stop_gate('the Quest button')
                 self.get_logger().info('rollout stopped by the Quest button')
             else:
                 ok, why = self._start()
                 self.get_logger().info(f'Quest button start: {why}') if ok else \
                     self.get_logger().warning(f'Quest button start refused: {why}')
+
+    def _clock_now(self) -> float:
+        """This node's ROS clock (s), the clock the inputs' header stamps are compared with."""
+        return self.get_clock().now().nanoseconds * 1e-9
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
@@ -441,11 +470,57 @@ class PolicyNode(LifecycleNode):
         res.success, res.message = self._start()
         return res
 
-    def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+    async def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        # No chunk of the rollout is published once sm.stop has returned; the gate then cancels
+        # what runs and answers once the executor confirmed the hold. A coroutine: the single
+        # executor thread keeps serving the gate's answer meanwhile.
         old = self.sm.stop('stopped by request')
-        res.success = True
-        res.message = f'stopped (was {old.name})'
+        if self._gate_stop is None:
+            res.success = True
+            res.message = (f'stopped publishing (was {old.name}); no safety gate configured '
+                           "(gate.stop_service ''): motion is NOT confirmed stopped")
+            return res
+        limit = self.p['gate.stop_timeout']
+        deadline = time.monotonic() + limit
+        if not self._gate_stop.service_is_ready():
+            res.success = False
+            res.message = (f'stopped publishing (was {old.name}), but the safety gate '
+                           f"({self.p['gate.stop_service']}) is unreachable: hold NOT confirmed "
+                           "(the executor's heartbeat and command timeouts still stop it)")
+            return res
+        future = self._gate_stop.call_async(Trigger.Request())
+        while not future.done() and time.monotonic() < deadline:
+            await next_turn()
+        if not future.done():
+            res.success = False
+            res.message = (f'stopped publishing (was {old.name}), but the safety gate did not '
+                           f'answer within {limit:g} s: hold NOT confirmed')
+            return res
+        gate = future.result()
+        res.success = bool(gate.success)
+        res.message = f'stopped (was {old.name}); gate: {gate.message}'
         return res
+
+    def _stop_gate(self, why: str) -> None:
+        """Ask the gate to stop (cancel and latch) without waiting (Quest, deactivate, fault)."""
+        if self._gate_stop is None:
+            return
+        if not self._gate_stop.service_is_ready():
+            self.get_logger().error(f'stop ({why}): the safety gate is unreachable; the '
+                                    "executor's heartbeat/command timeouts stop the arm")
+            return
+        future = self._gate_stop.call_async(Trigger.Request())
+
+        def done(f: Any) -> None:
+            try:
+                r = f.result()
+            except Exception as exc:  # noqa: BLE001 - report
+                self.get_logger().error(f'stop ({why}): safety/stop failed: {exc}')
+                return
+            log = self.get_logger().info if r.success else self.get_logger().error
+            log(f'stop ({why}): gate: {r.message}')
+        future.add_done_callback(done)
+        wake_executor(self)
 
     # ---------------------------------------------------------------- worker
     def _run_worker(self) -> None:
@@ -483,39 +558,29 @@ class PolicyNode(LifecycleNode):
                 self._step(gen)
 
     def _fault(self, reason: str, gen: int | None) -> None:
+        running = self.sm.is_current(gen) if gen is not None else self.sm.state is State.RUNNING
         if self.sm.fault(reason, gen):
             self.get_logger().error(f'FAULT: {reason}')
+            if running:
+                self._stop_gate(f'policy fault: {reason}')
 
-    def _infer(self) -> tuple[Observation, Any, float, float] | str:
-        """Assemble and infer; returns (obs, positions, assembly s, latency s) or a skip
-        reason. Raises PolicyError."""
-        t0 = time.perf_counter()
-        stamp = self.get_clock().now().nanoseconds * 1e-9
+    def _infer(self, shadow: bool = False) -> Step | str:
+        """One rollout step on the latest inputs: the step, or a skip reason.
+
+        Raises:
+            PolicyError: inference failed.
+        """
         try:
-            obs = self.builder.build(self.inputs, time.monotonic(), stamp)
+            step = rollout_step(self.builder, self.inputs, self.space, time.monotonic(),
+                                self.get_clock().now().nanoseconds * 1e-9, shadow=shadow)
         except StaleInputError as exc:
             return str(exc)
         except InputError as exc:
             return f'input error: {exc}'
-        t1 = time.perf_counter()
-        if self.cartesian is not None:
-            positions = predict_cartesian(self.policy, obs, self.cartesian)
-        else:
-            positions = predict_positions(self.policy, obs, self._cont_cols)
-        t2 = time.perf_counter()
-        self.timing.append((t1 - t0, t2 - t0))
+        self.timing.append((step.assembly, step.latency))
         if len(self.timing) > 1000:
             del self.timing[:500]
-        return obs, positions, t1 - t0, t2 - t0
-
-    def _message(self, obs: Observation, positions: Any, latency: float, shadow: bool) -> Any:
-        if self.cartesian is not None:
-            return cartesian_chunk_to_msg(make_cartesian_chunk(
-                self.policy.metadata, positions, obs.stamp, latency, shadow=shadow),
-                frame_id=self.p['frame_id'])
-        chunk = make_chunk(self.policy.metadata, self.joints, positions, obs.stamp, latency,
-                           shadow=shadow)
-        return chunk_to_msg(chunk, frame_id=self.p['frame_id'])
+        return step
 
     def _step(self, gen: int) -> None:
         try:
@@ -530,9 +595,8 @@ class PolicyNode(LifecycleNode):
             self.inferences_skipped += 1
             self.last_skip_reason = out
             return
-        obs, positions, _, latency = out
-        self.last_latency = latency
-        msg = self._message(obs, positions, latency, shadow=False)
+        self.last_latency = latency = out.latency
+        msg = any_chunk_to_msg(out.chunk, frame_id=self.p['frame_id'])
 
         def publish(seq: int) -> int:
             msg.sequence = seq
@@ -542,15 +606,15 @@ class PolicyNode(LifecycleNode):
         seq = self.sm.publish_if_current(gen, publish)
         if seq is not None:
             # RViz only, after the chunk is out (never delays or gates a chunk).
+            obs = out.observation
             joints = obs.joints if obs.joints is not None else obs.state
-            self.markers.publish(self.joints, joints,
-                                 None if self.cartesian is not None else positions,
+            self.markers.publish(self.joints, joints, self.space.joint_path(out.output),
                                  f'RUNNING, chunk {seq}, {latency * 1e3:.0f} ms')
 
     def _do_preflight(self) -> tuple[bool, str]:
         gen = self.sm.generation
         try:
-            out = self._infer()
+            out = self._infer(shadow=True)
         except Exception as exc:  # noqa: BLE001 - any policy failure fails the preflight
             reason = f'preflight inference failed: {exc}'
             self.sm.end_preflight(False, reason, fault=True)
@@ -561,9 +625,8 @@ class PolicyNode(LifecycleNode):
             self.last_skip_reason = out
             self.sm.end_preflight(False, f'preflight skipped: {out}')
             return False, f'preflight skipped: {out}'
-        obs, positions, _, latency = out
-        self.last_latency = latency
-        msg = self._message(obs, positions, latency, shadow=True)
+        self.last_latency = latency = out.latency
+        msg = any_chunk_to_msg(out.chunk, frame_id=self.p['frame_id'])
         with self.sm.lock:
             if self.sm.generation != gen or self.sm.state is not State.PREFLIGHT:
                 return False, 'preflight interrupted'
@@ -607,6 +670,10 @@ class PolicyNode(LifecycleNode):
                   ('last_inference_latency', st.last_inference_latency)]
         values += [(f'age {n}', f'{a:.3f}')
                    for n, a in zip(st.input_names, st.input_ages, strict=True)]
+        # clock offset (our clock at receipt - header stamp) of each input: last, min, max
+        values += [(f'clock offset {n}', f"{o['last']:+.4f} (min {o['min']:+.4f}, max "
+                                         f"{o['max']:+.4f}, {o['count']} msgs)")
+                   for n, o in self.inputs.clock_offsets().items() if o['count']]
         level = {State.FAULT: ERROR, State.UNCONFIGURED: WARN}.get(State(st.state), OK)
         return TaskStatus(level, f'{st.state_name}: {st.detail}', values)
 

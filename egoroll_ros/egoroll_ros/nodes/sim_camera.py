@@ -18,6 +18,7 @@ import threading
 import time
 
 from geometry_msgs.msg import PointStamped
+import numpy as np
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 import rclpy.qos
@@ -57,6 +58,11 @@ PARAMS = (
           'sim/target topic', validate=_target_problem),
     Param('target_radius', float, 0.03, 'radius of the drawn target disc (m)', min=0.005,
           max=0.2),
+    Param('noise', float, 1.0,
+          'sensor noise: standard deviation (intensity levels) of Gaussian noise added to '
+          'every pixel, as a real sensor has; 0: none, and the frames of an arm at rest are '
+          'identical, which policy_node takes for a frozen camera', min=0.0, max=50.0,
+          read_only=True),
     Param('max_state_age', float, 0.5,
           'joint states older than this (s, steady clock since receipt) are not rendered',
           min=0.01, max=10.0),
@@ -83,6 +89,8 @@ class SimCamera(Node):
         self._root_frame = model.base_frame
         self._frame_id = p['camera_frame']
         self._max_age = p['max_state_age']
+        self._noise = p['noise']
+        self._rng = np.random.default_rng()
         self._lock = threading.Lock()
         self._target = [float(v) for v in p['target']]
         self._target_radius = p['target_radius']
@@ -162,6 +170,10 @@ class SimCamera(Node):
             return
         self._rendered_rx = received
         pixels = self._renderer.render(positions, target)
+        if self._noise > 0:
+            noisy = pixels.astype(np.float32) + self._rng.normal(
+                0.0, self._noise, pixels.shape).astype(np.float32)
+            pixels = np.clip(np.rint(noisy), 0, 255).astype(np.uint8)
         msg = Image()
         msg.header.stamp = stamp
         msg.header.frame_id = self._frame_id

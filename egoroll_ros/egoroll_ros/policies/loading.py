@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from egoroll_ros.core.action_space import ActionSpace, action_space_for
 from egoroll_ros.core.inference import CartesianRuntime, PolicySetup
 from egoroll_ros.core.observation import ObservationBuilder
 from egoroll_ros.core.policy import CartesianSupply, Policy, validate_metadata
@@ -36,12 +37,13 @@ def _supply(setup: PolicySetup) -> CartesianSupply | None:
 
 @dataclass(frozen=True)
 class LoadedPolicy:
-    """A loaded, validated policy with its observation builder and, for a Cartesian policy,
-    its :class:`CartesianRuntime` (None for joint policies)."""
+    """A loaded, validated policy with its observation builder, its action space and, for a
+    Cartesian policy, its :class:`CartesianRuntime` (None for joint policies)."""
 
     policy: Policy
     builder: ObservationBuilder
     cartesian: CartesianRuntime | None = None
+    space: ActionSpace | None = None
 
 
 def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
@@ -96,14 +98,20 @@ def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
                           {c.name: (c.height, c.width) for c in setup.cameras},
                           cartesian=_supply(setup) if meta.action_space == 'cartesian'
                           else None)
+        if not p['max_clock_offset']:
+            warn("'max_clock_offset' is 0: the clock offset between the inputs' header "
+                 'stamps and this clock is measured but not checked')
         runtime = CartesianRuntime(meta, setup) if meta.action_space == 'cartesian' else None
         kw: dict[str, Any] = {'prepare': prepare} if prepare is not None else {}
         if runtime is not None and meta.cartesian.state == 'ee_pose':
             kw['state_transform'] = runtime.encode_state
         builder = ObservationBuilder(
             setup.joints, setup.cameras, meta, p['max_age.camera'], p['max_age.joint_states'],
-            p['max_age.quest'], setup.quest, **kw)
+            p['max_age.quest'], setup.quest, max_clock_offset=p['max_clock_offset'] or None,
+            **kw)
     except Exception:
         policy.close()
         raise
-    return LoadedPolicy(policy, builder, runtime)
+    return LoadedPolicy(policy, builder, runtime,
+                        action_space_for(policy, setup.joints, setup.continuous_columns,
+                                         runtime))

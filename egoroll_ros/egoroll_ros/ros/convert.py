@@ -233,3 +233,10 @@ def cartesian_chunk_to_msg(chunk: object, frame_id: str = '') -> ActionChunk:
         arm.gripper = [float(g) for g in np.asarray(a.gripper, float)]
         msg.cartesian.append(arm)
     return msg
+
+
+def any_chunk_to_msg(chunk: object, frame_id: str = '') -> ActionChunk:
+    """A joint :class:`Chunk` or a Cartesian chunk as the ``ActionChunk`` published."""
+    if isinstance(chunk, Chunk):
+        return chunk_to_msg(chunk, frame_id)
+    return cartesian_chunk_to_msg(chunk, frame_id)
