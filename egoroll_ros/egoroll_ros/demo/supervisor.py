@@ -206,6 +206,8 @@ class DemoSupervisor(Node):
             if self.t0 is not None:
                 self.log.t_commanded.append(self.now())
                 self.log.commanded.append(q.tolist())
+                self.log.stamp_commanded.append(msg.header.stamp.sec +
+                                                msg.header.stamp.nanosec * 1e-9)
 
     def _on_chunk(self, msg: ActionChunk) -> None:
         seq = int(msg.sequence)
