@@ -30,7 +30,7 @@ from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import ActionChunk, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
 from egoroll_ros.core.action_space import ActionSpace
 from egoroll_ros.core.aggregation import AGGREGATIONS, AggregationConfig, ChunkAggregator
 from egoroll_ros.core.debounce import ButtonDebouncer
@@ -121,15 +121,16 @@ PARAMS = [
           min=0.1, max=1000.0, read_only=True),
     Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
           'how long its header stamp may stay put and its frame stay identical.',
-          min=0.001, max=60.0),
+          min=0.001, max=60.0, read_only=True),
     Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
           'its header stamp may stay put.', min=0.001,
-          max=60.0),
+          max=60.0, read_only=True),
     Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
-          min=0.001, max=60.0),
+          min=0.001, max=60.0, read_only=True),
     Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
           "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
-          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0),
+          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0,
+          read_only=True),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
@@ -142,6 +143,10 @@ PARAMS = [
     Param('gate.stop_timeout', float, 2.0, 'Seconds policy/stop waits for the gate to confirm '
           'the hold; longer: policy/stop reports failure.', min=0.01, max=60.0,
           read_only=True),
+    Param('gate.require_preflight_acceptance', bool, True, 'policy/start (and the Quest '
+          "toggle) needs the safety gate's ACCEPTED verdict (safety/verdict) on the preflight's "
+          'shadow chunk. False: a passing preflight alone allows a start (a warning is '
+          'logged).', read_only=True),
     Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
           'manager needed).', read_only=True),
     Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
@@ -273,6 +278,14 @@ class PolicyNode(LifecycleNode):
                             callback_group=self._srv_group)
         self.create_service(Trigger, 'policy/stop', self._srv_stop,
                             callback_group=self._srv_group)
+        self._shadow_seq: int | None = None
+        self._shadow_verdict: tuple[bool, str] | None = None
+        if self.p['gate.require_preflight_acceptance']:
+            self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, _RELIABLE,
+                                     callback_group=inputs_group)
+        else:
+            self.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
+                                      "start does not wait for the gate's word on the preflight")
         self._gate_stop = None
         if self.p['gate.stop_service']:
             # Not in the services' group: policy/stop awaits this client's answer from inside
@@ -478,9 +491,32 @@ class PolicyNode(LifecycleNode):
         res.success, res.message = self._preflight_result
         return res
 
+    def _on_verdict(self, msg: GateVerdict) -> None:
+        with self.sm.lock:
+            if msg.shadow and self._shadow_seq is not None and msg.sequence == self._shadow_seq:
+                self._shadow_verdict = (bool(msg.accepted), msg.summary)
+
+    def _gate_refusal(self) -> str:
+        """Why the gate's word on the preflight does not allow a start ('' when it does)."""
+        if not self.p['gate.require_preflight_acceptance']:
+            return ''
+        with self.sm.lock:
+            seq, verdict = self._shadow_seq, self._shadow_verdict
+        if seq is None:
+            return 'no preflight shadow chunk yet'
+        if verdict is None:
+            return (f'the safety gate has not reported on preflight shadow chunk {seq} '
+                    '(safety/verdict); wait for it, or run preflight again')
+        if not verdict[0]:
+            return f'the safety gate did not accept preflight shadow chunk {seq}: {verdict[1]}'
+        return ''
+
     def _start(self) -> tuple[bool, str]:
         if not self.active or self.policy is None:
             return False, f'not active ({self.sm.detail})'
+        refusal = self._gate_refusal()
+        if refusal and self.sm.state is State.READY:
+            return False, f'start refused: {refusal}'
         try:
             gen = self.sm.start()
         except TransitionError as exc:
@@ -686,6 +722,7 @@ class PolicyNode(LifecycleNode):
             if self.sm.generation != gen or self.sm.state is not State.PREFLIGHT:
                 return False, 'preflight interrupted'
             msg.sequence = self.sm.next_sequence()
+            self._shadow_seq, self._shadow_verdict = int(msg.sequence), None
             self.chunk_pub.publish(msg)
             self.sm.end_preflight(True, f'preflight passed ({latency * 1e3:.1f} ms); start '
                                         f"within {self.p['preflight_validity']:g} s")

@@ -1,6 +1,9 @@
 """Conversions between ROS messages and the plain data of :mod:`egoroll_ros.core.types`.
 
-The only place that knows both sides; nodes call these, cores never see a message.
+Nodes call these; the pure cores work on the plain data. Two places still hand the core a
+message-shaped value: the observation store keeps camera messages until an observation needs
+them (decoded by the ``prepare`` function the ROS layer gives it, :mod:`egoroll_ros.ros.images`),
+and the gate's verdict is turned into a message here from duck-typed fields.
 """
 
 from __future__ import annotations
