@@ -22,7 +22,7 @@ def _log(step_at_seams: bool):
         log.stamp_commanded.append(1000.0 + float(t))
         log.commanded.append(row.tolist())
     for k in range(1, 20):
-        log.verdicts.append(VerdictRecord(t=k * 0.1 - 0.005, sequence=k, accepted=True,
+        log.verdicts.append(VerdictRecord(t=k * 0.1 - 0.015, sequence=k, accepted=True,
                                           needs_confirmation=False, shadow=False,
                                           forwarded=True, summary='accepted'))
     return log
@@ -32,7 +32,7 @@ def test_velocity_steps_at_seams_show_as_seam_acceleration():
     fig = seam_figures(_log(True), acceleration_limits=[5.0, 5.0], jerk_limits=[100.0, 100.0])
     acc = fig['acceleration']
     assert fig['seams'] == 19
-    assert acc['at_seams']['max'][0] == np.float64(20.0) or acc['at_seams']['max'][0] > 15
+    assert acc['at_seams']['max'][0] > 15       # 0.2 rad/s in 10 ms
     assert acc['elsewhere']['max'][0] < 1e-6
     assert acc['beyond_limits'] > 0 and fig['jerk']['beyond_limits'] > 0
 
