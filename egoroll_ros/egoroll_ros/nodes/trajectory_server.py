@@ -32,6 +32,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import InterlockHeartbeat
+from egoroll_ros.core.command_interface import command_order
 from egoroll_ros.core.executor import (
     CODES,
     HOLDING,
@@ -72,6 +73,9 @@ PARAMS = [
           '(std_msgs/Float64MultiArray stream) or joint_trajectory (forward the spliced '
           'trajectory to a joint_trajectory_controller).', choices=COMMAND_INTERFACES,
           read_only=True),
+    Param('command_joints', 'str[]', [], "Joint order of `command` (the controller's `joints` "
+          'parameter: Float64MultiArray values come in this order); the same joints as '
+          '`joints`, else refused; empty = the order of `joints`.', read_only=True),
     Param('state_timeout', float, 0.1, 'Max age of joint_states (s, steady clock) to accept '
           'a goal or keep executing.', min=0.001, max=10.0, read_only=True),
     Param('command_timeout', float, 0.5, 'Max time between goals while executing (s): a '
@@ -171,6 +175,8 @@ class TrajectoryServer(Node):
             max_late_ticks=p['max_late_ticks'], position_lower=tuple(p['position_lower']),
             position_upper=tuple(p['position_upper']))
         self.interface = p['command_interface']
+        self._order = command_order(joints, p['command_joints'])
+        self._command_joints = [joints[i] for i in self._order]
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))
         self._planned_every = max(1, round(rate / p['planned_rate']))
@@ -220,7 +226,8 @@ class TrajectoryServer(Node):
         self._thread.start()
         self.get_logger().info(
             f'executing on {len(joints)} joints at {rate:g} Hz, command interface '
-            f'{self.interface}, stop {self.config.stop_behavior}')
+            f'{self.interface} in the order {self._command_joints}, stop '
+            f'{self.config.stop_behavior}')
 
     # ----- inputs -------------------------------------------------------------------------
     def _on_joint_states(self, msg: JointState) -> None:
@@ -413,7 +420,8 @@ class TrajectoryServer(Node):
             if self.interface == 'joint_state':
                 self._command_pub.publish(msg)
             elif self.interface == 'float64_multi_array':
-                self._command_pub.publish(Float64MultiArray(data=sp.positions.tolist()))
+                self._command_pub.publish(
+                    Float64MultiArray(data=sp.positions[self._order].tolist()))
             self._commanded_pub.publish(msg)
         if self.interface == 'joint_trajectory' and res.motion_changed and \
                 self.core.motion is not None:
@@ -422,7 +430,8 @@ class TrajectoryServer(Node):
     def _forward_msg(self, t: float, ros_now: float) -> JointTrajectory:
         times, pos, vel, acc = self.core.motion.knots()
         keep = times > t
-        msg = JointTrajectory(joint_names=list(self.config.joints))
+        msg = JointTrajectory(joint_names=self._command_joints)
+        pos, vel, acc = pos[:, self._order], vel[:, self._order], acc[:, self._order]
         # A stop motion is stamped zero ("start on receipt") so a late delivery cannot make it
         # a trajectory in the past that the controller would ignore; a goal keeps its timing.
         stopping = self.core.state in (HOLDING, STOPPING)
