@@ -249,18 +249,24 @@ class RobotModel:
     def _joint_axis(self, jid: int) -> np.ndarray:
         """Unit axis of a 1-dof joint, in the joint frame, found by evaluating the joint."""
         pin = self._pin
-        jmodel = self._model.joints[jid]
-        jdata = jmodel.createData()
-        q = pin.neutral(self._model)
+        model = self._model
+        jmodel = model.joints[jid]
+        q = pin.neutral(model)
         if jmodel.nq == 2:
             q[jmodel.idx_q:jmodel.idx_q + 2] = [math.cos(1.0), math.sin(1.0)]
         else:
             q[jmodel.idx_q] = 1.0
-        jmodel.calc(jdata, q)
-        if self.joints[self._model.names[jid]].kind == PRISMATIC:
-            axis = np.array(jdata.M.translation, dtype=float)
+        # The joint's own motion: its placement in its parent after moving it, relative to the
+        # fixed placement (model-level calls only: JointModel.createData is Pinocchio 3 only,
+        # and the distros' Pinocchio 2.6/2.7 must work too).
+        data = model.createData()
+        pin.forwardKinematics(model, data, q)
+        parent = model.parents[jid]
+        motion = (data.oMi[parent] * model.jointPlacements[jid]).inverse() * data.oMi[jid]
+        if self.joints[model.names[jid]].kind == PRISMATIC:
+            axis = np.array(motion.translation, dtype=float)
         else:
-            axis = np.array(pin.log3(jdata.M.rotation), dtype=float)
+            axis = np.array(pin.log3(motion.rotation), dtype=float)
         norm = float(np.linalg.norm(axis))
         if not abs(norm - 1.0) < 1e-9:
             raise RobotModelError(f"{self.source}: joint '{self._model.names[jid]}': cannot "
@@ -281,6 +287,13 @@ class RobotModel:
         """Whether a link or joint frame of this name exists."""
         return bool(name) and self._model.existFrame(name)
 
+    def frame_parent_joint(self, frame: str) -> int:
+        """Pinocchio index of the joint that moves ``frame`` (0: the universe)."""
+        pin_frame = self._model.frames[self._model.getFrameId(frame)]
+        # Pinocchio 3 names it parentJoint; 2.x (beside the distros' numpy 1.x) only parent.
+        return int(pin_frame.parentJoint if hasattr(pin_frame, 'parentJoint')
+                   else pin_frame.parent)
+
     def chain(self, frame: str) -> tuple[str, ...]:
         """Names of the movable joints between the root and ``frame``, root first.
 
@@ -289,7 +302,7 @@ class RobotModel:
         """
         if not self.has_frame(frame):
             raise RobotModelError(f"{self.source}: no frame named '{frame}'")
-        jid = self._model.frames[self._model.getFrameId(frame)].parentJoint
+        jid = self.frame_parent_joint(frame)
         out = []
         while jid > 0:
             out.append(self._model.names[jid])

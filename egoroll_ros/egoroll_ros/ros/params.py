@@ -64,7 +64,7 @@ class Param:
 
     def descriptor(self) -> ParameterDescriptor:
         """The ROS parameter descriptor for this spec."""
-        desc = ParameterDescriptor(name=self.name, type=int(_TYPES[self.type]),
+        desc = ParameterDescriptor(name=self.name, type=_TYPES[self.type].value,
                                    description=self.description, read_only=self.read_only)
         if self.choices:
             desc.additional_constraints = 'one of: ' + ', '.join(self.choices)

@@ -117,7 +117,7 @@ class SceneRenderer:
             self._parents.append(self.joint_names.index(pin_model.names[parent])
                                  if parent > 0 else -1)
         self._tool_parent = [self.joint_names.index(pin_model.names[
-            pin_model.frames[pin_model.getFrameId(t)].parentJoint]) for t in self._tools]
+            model.frame_parent_joint(t)]) for t in self._tools]
         # Colour by position along the chain, so both arms of a bimanual robot look alike.
         self._colors = [LINK_COLORS[(len(model.chain(name)) - 1) % len(LINK_COLORS)]
                         for name in self.joint_names]

@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Write a distro environment's lock file (tools/distros/*.lock) from a venv with one clean
+install of its packages. Run with that venv's interpreter:
+
+    /tmp/v/bin/python tools/lock_distro.py 'HEADER LINE' > tools/distros/jazzy.lock
+
+Pins every distribution pip installed (``name==version``); the metadata directories some ROS
+wheels carry inside them (``rclpy``, ``action_msgs``: not installable on their own) are left
+out, since pip did not install them.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import distributions
+import sys
+
+
+def main(argv: list[str]) -> int:
+    pins = {f"{d.metadata['Name']}=={d.version}" for d in distributions()
+            if (d.read_text('INSTALLER') or '').strip() == 'pip'
+            and d.metadata['Name'] not in ('pip',)}
+    for line in argv:
+        print(f'# {line}')
+    print(f'# Python {sys.version_info[0]}.{sys.version_info[1]}; written by '
+          'tools/lock_distro.py; install with pip install --no-deps -r THIS_FILE')
+    print('\n'.join(sorted(pins, key=str.lower)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
