@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The test command behind `make test` (after `make setup`): lint, then unit and integration
-# tests with pytest against the INSTALLED packages. Extra arguments go to pytest, e.g.
-#   tools/run_tests.sh egoroll_ros/test/unit -k sampling
-# Exits non-zero on any lint error or test failure.
+# The test command behind `make test`. It first rebuilds what changed (tools/bootstrap.py, the
+# same step as `make setup`: seconds when nothing did), so a run never tests a stale install.
+# No arguments: lint, the managed runtimes, then every unit and integration test. Arguments go
+# to pytest and run that subset against the freshly installed packages, e.g.
+#   tools/run_tests.sh egoroll_ros/test/unit -k sampling     (or: make test ARGS="-k gate")
+# EGOROLL_SKIP_BUILD=1 skips the rebuild (make test sets it: its setup step just ran).
+# Exits non-zero on any build or lint error or test failure.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+if [ "${EGOROLL_SKIP_BUILD:-0}" != 1 ]; then
+  "${PYTHON:-python3}" tools/bootstrap.py
+fi
 if [ "$#" -eq 0 ]; then
   echo "== lint (ruff) =="
   tools/in_env.sh ruff check .

@@ -40,6 +40,7 @@ from egoroll_ros.bag.reader import BagReader, absolute
 from egoroll_ros.bag.report import (
     REPORT_FORMAT,
     ChunkRecord,
+    StaleStretches,
     Thresholds,
     action_error,
     cartesian_error,
@@ -69,6 +70,7 @@ from egoroll_ros.core.observation import (
     QUEST_RIGHT,
     LatestInputs,
     StaleInputError,
+    put_camera,
 )
 from egoroll_ros.core.policy import PolicyError
 from egoroll_ros.core.robot_model import RobotModel
@@ -76,6 +78,7 @@ from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryErro
 from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.robot_models import load_robot_model
 
 CHUNK_TOPIC = '/policy/chunk'
 VERDICT_TOPIC = '/safety/verdict'
@@ -164,7 +167,7 @@ def to_rosbags(msg: Any, store: Any) -> Any:
 def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
                  urdf_path: str) -> tuple[RobotModel, str]:
     if opts.urdf is not None:
-        return RobotModel.from_file(opts.urdf), str(opts.urdf)
+        return load_robot_model(opts.urdf), str(opts.urdf)
     topic = absolute('robot_description', opts.namespace)
     info = bag.info.topics.get(topic)
     if info is not None and info.msgtype == 'std_msgs/msg/String':
@@ -173,9 +176,10 @@ def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
                 text = decode(mtype, raw, topic).data
             except InputError as exc:
                 raise BagError(str(exc)) from None
-            return RobotModel(text, source=f'{topic} in the bag'), f'{topic} in the bag'
+            return load_robot_model(urdf_text=text, source=f'{topic} in the bag'), \
+                f'{topic} in the bag'
     if urdf_path:
-        return RobotModel.from_file(urdf_path), urdf_path
+        return load_robot_model(urdf_path), urdf_path
     raise ConfigError('no robot model for the gate: pass --urdf, record robot_description in '
                       "the bag, or set 'urdf_path' in the gate configuration")
 
@@ -224,12 +228,8 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
         _deterministic(p['policy.num_threads'])
         path = p['policy.path'] or str(_share() / 'policies' / 'demo')
         warnings: list[str] = []
-        # images stay CDR until an observation needs them, then the node's prepare_image
-        def prepare(value: tuple[str, bytes], *args: Any, **kwargs: Any) -> np.ndarray:
-            return prepare_image(decode(value[0], value[1], kwargs.get('source', 'image')),
-                                 *args, **kwargs)
-
-        loaded = load_policy(p, setup, path, sys.executable, warnings.append, prepare=prepare)
+        loaded = load_policy(p, setup, path, sys.executable, warnings.append,
+                             prepare=prepare_image)   # the node's decoding, as live
         try:
             return _run(opts, bag, decode, p, setup, loaded, gate_cfg, model,
                         model_source, gate_path, path, warnings, baseline, out_bag, log)
@@ -254,6 +254,35 @@ def _needs(setup: Any, builder: Any, ns: str) -> dict[str, tuple[str, str]]:
     return needs
 
 
+def _require_joints(bag: BagReader, decode: _Decoder, topic: str, joints: Any,
+                    window: float = 1.0) -> None:
+    """Refuse a bag whose joint_states (the messages of its first ``window`` s, which may
+    come from several publishers) do not name every configured joint.
+
+    Raises:
+        BagError: naming the missing joints and the joints the bag has.
+    """
+    from egoroll_ros.ros.convert import joint_state_from_msg
+
+    names: list[str] = []
+    first = None
+    for _, mtype, t_ns, raw in bag.messages([topic]):
+        if first is None:
+            first = t_ns
+        if t_ns - first > window * 1e9:
+            break
+        try:
+            js = joint_state_from_msg(decode(mtype, raw, topic), t_ns * 1e-9)
+        except (InputError, TrajectoryError):
+            continue        # counted as malformed later
+        names += [n for n in js.names if n not in names]
+    missing = [j for j in joints if j not in names]
+    if missing:
+        raise BagError(f"{bag.path}: {topic} lacks the configured joints "
+                       f"{', '.join(missing)}; the bag's {topic} has: "
+                       f"{', '.join(names) or 'no decodable message'}")
+
+
 def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, Any],
          setup: Any, loaded: Any, gate_cfgs: Any, model: RobotModel,
          model_source: str, gate_path: Path, policy_path: str, warnings: list[str],
@@ -268,6 +297,7 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
     gate_cfg, cart_cfg = gate_cfgs
     needs = _needs(setup, builder, opts.namespace)
     bag.require({topic: [mtype] for topic, mtype in needs.values()})
+    _require_joints(bag, decode, needs[JOINT_STATES][0], setup.joints)
     by_topic = {topic: name for name, (topic, _) in needs.items()}
     meta = policy.metadata
     joints = setup.joints
@@ -280,6 +310,7 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
     inference_errors: list[str] = []
     records: list[ChunkRecord] = []
     queries = 0
+    stretches = StaleStretches()
     next_q: int | None = None
     t_start = time.perf_counter()
     opts.out_dir.mkdir(parents=True, exist_ok=True)
@@ -292,25 +323,26 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
                                          typestore=store)
 
     def put(name: str, mtype: str, t_ns: int, raw: bytes) -> None:
+        # As the node's callbacks do, with the bag receive time as both the steady time and
+        # the clock the header stamps are compared with.
         now = t_ns * 1e-9
-        if name.startswith('camera/'):
-            inputs.put(name, (mtype, raw), now, now)   # stamp unused by the builder
-            return
         try:
             msg = decode(mtype, raw, by_topic_rev[name])
-            if name == JOINT_STATES:
+            if name.startswith('camera/'):
+                put_camera(inputs, name, msg, convert.time_to_sec(msg.header.stamp), now, now)
+            elif name == JOINT_STATES:
                 js = convert.joint_state_from_msg(msg, now)
-                inputs.put(name, js, js.stamp, now)
+                inputs.put(name, js, js.stamp, now, clock=now)
                 q = js.ordered(joints)
                 if q is not None:
                     rec_t.append(now)
                     rec_q.append(q)
             elif name == QUEST_JOY:
                 inputs.put(name, convert.joy_from_msg(msg), convert.time_to_sec(
-                    msg.header.stamp), now)
+                    msg.header.stamp), now, clock=now)
             else:
                 inputs.put(name, convert.pose_from_msg(msg),
-                           convert.time_to_sec(msg.header.stamp), now)
+                           convert.time_to_sec(msg.header.stamp), now, clock=now)
         except (InputError, TrajectoryError) as exc:
             malformed[f'{name}: {exc}'[:160]] = malformed.get(f'{name}: {exc}'[:160], 0) + 1
 
@@ -328,18 +360,20 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
             else:
                 positions = predict_positions(policy, obs, setup.continuous_columns)
         except StaleInputError as exc:
-            key = 'stale input: ' + ', '.join(
-                f"{s.name} {'never received' if s.age is None else 'too old'}"
-                for s in exc.stale)
+            stretches.update(exc.stale, now)
+            key = 'stale input: ' + ', '.join(f'{s.name} {s.reason}' for s in exc.stale)
             skipped[key] = skipped.get(key, 0) + 1
             return
         except InputError as exc:
+            stretches.update([], now)
             key = f'input error: {exc}'[:160]
             skipped[key] = skipped.get(key, 0) + 1
             return
         except PolicyError as exc:
+            stretches.update([], now)
             inference_errors.append(f't={now - bag.info.start_ns * 1e-9:.3f}s: {exc}')
             return
+        stretches.update([], now)
         latency = time.perf_counter() - t0
         js = inputs.get(JOINT_STATES)
         cart = None
@@ -415,6 +449,9 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         'first_query': first_query,
         'queries': queries,
         'skipped': {'count': sum(skipped.values()), 'reasons': skipped},
+        'stale_stretches': stretches.report(bag.info.end_ns * 1e-9, origin),
+        'clock_offsets': inputs.clock_offsets(),
+        'max_clock_offset': p['max_clock_offset'],
         'malformed_inputs': malformed,
         'inference_errors': inference_errors,
         'decisions': decisions(records),

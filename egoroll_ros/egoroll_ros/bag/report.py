@@ -182,6 +182,38 @@ def cartesian_error(chunks: Sequence[ChunkRecord], arms: Sequence[str],
     }
 
 
+class StaleStretches:
+    """The stretches of bag time during which each input was stale, and why.
+
+    :meth:`update` is called at every query with the stale inputs it found (empty when none):
+    a stretch opens at the input's ``since`` (the moment it became stale for that reason)
+    and closes at the first later query that does not find it stale for that reason.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[str, str], float] = {}
+        self._closed: list[tuple[str, str, float, float]] = []
+
+    def update(self, stale: Sequence[Any], now: float) -> None:
+        """Record the :class:`~egoroll_ros.core.observation.StaleInput` list of a query at
+        ``now``."""
+        current = {(s.name, s.reason): (now if s.since is None else min(s.since, now))
+                   for s in stale}
+        for key in [k for k in self._open if k not in current]:
+            self._closed.append((*key, self._open.pop(key), now))
+        for key, since in current.items():
+            self._open.setdefault(key, since)
+
+    def report(self, end: float, origin: float) -> list[dict[str, Any]]:
+        """Every stretch as ``{input, reason, start, end, open}`` in time order; ``start`` and
+        ``end`` in s after ``origin``; ``open``: still stale at ``end`` (the bag's end)."""
+        rows = [(n, r, a, b, False) for n, r, a, b in self._closed] + \
+            [(n, r, a, end, True) for (n, r), a in self._open.items()]
+        rows.sort(key=lambda x: (x[2], x[0], x[1]))
+        return [{'input': n, 'reason': r, 'start': a - origin, 'end': b - origin,
+                 'open': o} for n, r, a, b, o in rows]
+
+
 def latency_stats(latencies: Sequence[float]) -> dict[str, float | None]:
     """Mean, median, p95, min and max (s) of inference latencies (None when empty)."""
     if not latencies:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+import hashlib
 import math
 import threading
 from typing import Any
@@ -48,25 +49,77 @@ class CameraConfig:
 
 @dataclass(frozen=True)
 class Record:
-    """The latest message of one input."""
+    """The latest message of one input, with what :meth:`LatestInputs.put` learnt about it.
+
+    Attributes:
+        value: the converted message.
+        stamp: its header stamp (s, the sender's clock).
+        received: steady time of its receipt (s).
+        advanced: steady time of the latest message whose stamp was later than the one
+            before it (the first message counts).
+        changed: steady time since which the content (``digest``) has been what it is now
+            (``received`` when no digest is kept).
+        went_back: seconds by which a stamp went back (earlier than the one before it),
+            0 when none did since the stamps last advanced.
+        offset: our clock at receipt minus ``stamp`` (s); None when not measured.
+        digest: content digest (:func:`frame_digest`) or None.
+    """
 
     value: Any
     stamp: float
     received: float
+    advanced: float | None = None
+    changed: float | None = None
+    went_back: float = 0.0
+    offset: float | None = None
+    digest: bytes | None = None
+
+
+#: Why an input is stale (:attr:`StaleInput.reason`).
+NEVER_RECEIVED = 'never received'
+NO_MESSAGE = 'no message'
+STAMP_NOT_ADVANCING = 'stamp not advancing'
+STAMP_WENT_BACK = 'stamp went back'
+FRAME_UNCHANGED = 'frame unchanged'
+CLOCK_OFFSET = 'clock offset'
 
 
 @dataclass(frozen=True)
 class StaleInput:
-    """One input that is too old (``age`` None: never received)."""
+    """One input that cannot be used.
+
+    Attributes:
+        name: the input (``joint_states``, ``camera/<name>``...).
+        age: seconds the reason has lasted (None: never received; for ``clock offset`` and
+            ``stamp went back``: the offset or the step back, s).
+        max_age: the limit it broke (max age, or the max clock offset).
+        reason: one of ``never received``, ``no message``, ``stamp not advancing``,
+            ``stamp went back``, ``frame unchanged``, ``clock offset``.
+        since: steady time from which the input has been stale for this reason (None:
+            never received).
+    """
 
     name: str
     age: float | None
     max_age: float
+    reason: str = NO_MESSAGE
+    since: float | None = None
 
     def describe(self) -> str:
         """E.g. ``camera/scene is 0.52 s old (max 0.20 s)``."""
-        if self.age is None:
+        if self.age is None or self.reason == NEVER_RECEIVED:
             return f'{self.name} never received'
+        if self.reason == STAMP_NOT_ADVANCING:
+            return (f'{self.name}: header stamp has not advanced for {self.age:.3f} s '
+                    f'(max {self.max_age:.3f} s)')
+        if self.reason == FRAME_UNCHANGED:
+            return (f'{self.name}: frame identical to the previous ones for {self.age:.3f} s '
+                    f'(max {self.max_age:.3f} s)')
+        if self.reason == STAMP_WENT_BACK:
+            return f'{self.name}: header stamp went back by {self.age:.3f} s'
+        if self.reason == CLOCK_OFFSET:
+            return (f'{self.name}: clock offset {self.age:+.3f} s between its header stamps '
+                    f"and this node's clock (max {self.max_age:.3f} s)")
         return f'{self.name} is {self.age:.3f} s old (max {self.max_age:.3f} s)'
 
 
@@ -78,18 +131,88 @@ class StaleInputError(InputError):
         self.stale = stale
 
 
+def frame_digest(data: Any, samples: int = 4096) -> bytes:
+    """A cheap content digest of an image payload: BLAKE2b of about ``samples`` evenly
+    spaced bytes plus the length.
+
+    Two frames with equal digests are taken as identical (a frozen camera that republishes
+    its last frame); any sensor noise changes the sampled bytes.
+
+    Args:
+        data: the payload (bytes, bytearray, array.array('B'), memoryview, numpy array).
+        samples: bytes sampled.
+    """
+    mv = memoryview(data).cast('B')
+    n = len(mv)
+    step = max(1, n // max(1, samples))
+    h = hashlib.blake2b(digest_size=16)
+    h.update(n.to_bytes(8, 'little'))
+    h.update(bytes(mv[::step]))
+    return h.digest()
+
+
+@dataclass
+class OffsetStats:
+    """Clock offsets (our clock at receipt minus the header stamp, s) of one input."""
+
+    count: int = 0
+    minimum: float = math.inf
+    maximum: float = -math.inf
+    total: float = 0.0
+    last: float = math.nan
+
+    def add(self, offset: float) -> None:
+        """Count one measurement."""
+        self.count += 1
+        self.minimum = min(self.minimum, offset)
+        self.maximum = max(self.maximum, offset)
+        self.total += offset
+        self.last = offset
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        """``count``, ``min``, ``mean``, ``max``, ``last`` (None when nothing was measured)."""
+        if not self.count:
+            return {'count': 0, 'min': None, 'mean': None, 'max': None, 'last': None}
+        return {'count': self.count, 'min': self.minimum, 'mean': self.total / self.count,
+                'max': self.maximum, 'last': self.last}
+
+
 class LatestInputs:
-    """Thread-safe store of the latest message of each input."""
+    """Thread-safe store of the latest message of each input, tracking whether its header
+    stamps advance, whether its content changes and its clock offset."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self._lock = threading.Lock()
         self.names = tuple(names)
         self._records: dict[str, Record] = {}
+        self._offsets: dict[str, OffsetStats] = {}
 
-    def put(self, name: str, value: Any, stamp: float, received: float) -> None:
-        """Keep ``value`` as the latest of ``name`` (stamp: header, received: steady)."""
+    def put(self, name: str, value: Any, stamp: float, received: float, *,
+            clock: float | None = None, digest: bytes | None = None) -> None:
+        """Keep ``value`` as the latest of ``name``.
+
+        Args:
+            stamp: the message's header stamp (sender's clock, s).
+            received: steady time of receipt (s).
+            clock: our clock (the clock stamps are compared with: ROS time live, the bag's
+                receive time offline) at receipt; None: the clock offset is not measured.
+            digest: content digest (:func:`frame_digest`) for inputs whose content must
+                change (cameras); None: not checked.
+        """
+        offset = None if clock is None else clock - stamp
         with self._lock:
-            self._records[name] = Record(value, stamp, received)
+            prev = self._records.get(name)
+            if prev is None or stamp > prev.stamp:
+                advanced, back = received, 0.0
+            else:
+                advanced = prev.advanced
+                back = prev.stamp - stamp if stamp < prev.stamp else prev.went_back
+            changed = received if (digest is None or prev is None or prev.digest != digest) \
+                else prev.changed
+            self._records[name] = Record(value, stamp, received, advanced, changed, back,
+                                         offset, digest)
+            if offset is not None:
+                self._offsets.setdefault(name, OffsetStats()).add(offset)
 
     def get(self, name: str) -> Record | None:
         """The latest record of ``name`` or None."""
@@ -106,18 +229,56 @@ class LatestInputs:
         snap = self.snapshot()
         return {n: (now - snap[n].received) if n in snap else None for n in self.names}
 
+    def clock_offsets(self) -> dict[str, dict[str, float | int | None]]:
+        """Per input with measured offsets: :meth:`OffsetStats.as_dict`."""
+        with self._lock:
+            return {n: s.as_dict() for n, s in self._offsets.items()}
+
 
 def stale_inputs(snapshot: dict[str, Record], max_ages: dict[str, float],
-                 now: float) -> list[StaleInput]:
-    """Required inputs (the keys of ``max_ages``) that are missing or older than allowed."""
+                 now: float, max_clock_offset: float | None = None) -> list[StaleInput]:
+    """Required inputs (the keys of ``max_ages``) that cannot be used at steady time ``now``.
+
+    An input is stale when it was never received; when its last message is older than its
+    max age; when its header stamp went back, or has not advanced for longer than its max age
+    (a driver republishing its last message); when its content has stayed identical for
+    longer than its max age (a frozen camera with fresh stamps); or when its clock offset
+    exceeds ``max_clock_offset`` (None: not checked). One entry per input, the first reason
+    in that order.
+    """
     out = []
     for name, max_age in max_ages.items():
         rec = snapshot.get(name)
         if rec is None:
-            out.append(StaleInput(name, None, max_age))
-        elif now - rec.received > max_age:
-            out.append(StaleInput(name, now - rec.received, max_age))
+            out.append(StaleInput(name, None, max_age, NEVER_RECEIVED))
+            continue
+        advanced = rec.received if rec.advanced is None else rec.advanced
+        changed = rec.received if rec.changed is None else rec.changed
+        if now - rec.received > max_age:
+            out.append(StaleInput(name, now - rec.received, max_age, NO_MESSAGE,
+                                  rec.received + max_age))
+        elif rec.went_back:
+            out.append(StaleInput(name, rec.went_back, max_age, STAMP_WENT_BACK,
+                                  rec.received))
+        elif now - advanced > max_age:
+            out.append(StaleInput(name, now - advanced, max_age, STAMP_NOT_ADVANCING,
+                                  advanced + max_age))
+        elif now - changed > max_age:
+            out.append(StaleInput(name, now - changed, max_age, FRAME_UNCHANGED,
+                                  changed + max_age))
+        elif (max_clock_offset is not None and rec.offset is not None
+              and abs(rec.offset) > max_clock_offset):
+            out.append(StaleInput(name, rec.offset, max_clock_offset, CLOCK_OFFSET,
+                                  rec.received))
     return out
+
+
+def put_camera(store: LatestInputs, name: str, msg: Any, stamp: float, received: float,
+               clock: float | None) -> None:
+    """Store a camera message (rclpy Image or CompressedImage, duck-typed) with the digest
+    of its pixel payload, so that a frozen frame is caught (the node and evaluate both call
+    this)."""
+    store.put(name, msg, stamp, received, clock=clock, digest=frame_digest(msg.data))
 
 
 def wrap_angle(x: np.ndarray | float) -> np.ndarray:
@@ -157,21 +318,27 @@ class ObservationBuilder:
         joints: configured joints (state order).
         cameras: configured cameras.
         meta: the policy's metadata (image features and sizes, extra features).
-        max_age_camera, max_age_joint_states, max_age_quest: seconds (steady clock).
+        max_age_camera, max_age_joint_states, max_age_quest: seconds (steady clock): how
+            long an input may go without a message, without its header stamp advancing, and
+            (cameras) without its frame changing.
         quest: Joy axis indices of grip and trigger.
         prepare: image preparation ``(value, expected (h, w), size (h, w), source=)`` -> RGB
             array (default :func:`~egoroll_ros.core.images.fit_image`: decoded arrays).
         state_transform: maps the measured joint vector (configured order) to the policy's
             state vector (a Cartesian policy with end-effector pose state: FK + the
             policy's codec); None: the joints are the state.
+        max_clock_offset: largest allowed difference (s) between our clock at receipt and
+            an input's header stamp; None: not checked.
     """
 
     def __init__(self, joints: Sequence[str], cameras: Sequence[CameraConfig],
                  meta: PolicyMetadata, max_age_camera: float, max_age_joint_states: float,
                  max_age_quest: float, quest: Quest = Quest(),
                  prepare: Callable[..., np.ndarray] = fit_image,
-                 state_transform: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+                 state_transform: Callable[[np.ndarray], np.ndarray] | None = None,
+                 max_clock_offset: float | None = None) -> None:
         self.joints = tuple(joints)
+        self.max_clock_offset = max_clock_offset
         self.state_transform = state_transform
         self.cameras = {c.name: c for c in cameras}
         self.meta = meta
@@ -214,7 +381,7 @@ class ObservationBuilder:
             InputError: malformed input (missing joint, wrong image size, bad encoding).
         """
         snap = store.snapshot()
-        stale = stale_inputs(snap, self.max_ages, now)
+        stale = stale_inputs(snap, self.max_ages, now, self.max_clock_offset)
         if stale:
             raise StaleInputError(stale)
         state = self.state(snap[JOINT_STATES].value)

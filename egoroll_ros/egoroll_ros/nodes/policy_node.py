@@ -22,11 +22,10 @@ import threading
 import time
 from typing import Any
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -50,6 +49,7 @@ from egoroll_ros.core.observation import (
     ObservationBuilder,
     StaleInputError,
     camera_input,
+    put_camera,
 )
 from egoroll_ros.core.policy import (
     Observation,
@@ -73,10 +73,12 @@ from egoroll_ros.ros.convert import (
     pose_from_msg,
     time_to_sec,
 )
+from egoroll_ros.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params
 from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
@@ -143,16 +145,29 @@ PARAMS = [
           '(empty: all raw).', read_only=True),
     Param('query_frequency', float, 10.0, 'Inferences per second while running (Hz).',
           min=0.1, max=1000.0, read_only=True),
-    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s).',
+    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
+          'how long its header stamp may stay put and its frame stay identical.',
           min=0.001, max=60.0),
-    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s).', min=0.001,
+    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
+          'its header stamp may stay put.', min=0.001,
           max=60.0),
     Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
           min=0.001, max=60.0),
+    Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
+          "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
+          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
           min=5.0, max=100.0, read_only=True),
+    Param('gate.stop_service', str, 'safety/stop', 'The safety gate service every stop (policy/'
+          'stop, the Quest toggle, deactivate, a fault) calls, so the running chunk is canceled '
+          'and the gate forwards nothing until a new preflight; policy/stop answers success '
+          'only once the gate confirms the hold. Empty: no gate (stop only stops publishing; '
+          'a warning is logged).', read_only=True),
+    Param('gate.stop_timeout', float, 2.0, 'Seconds policy/stop waits for the gate to confirm '
+          'the hold; longer: policy/stop reports failure.', min=0.01, max=60.0,
+          read_only=True),
     Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
           'manager needed).', read_only=True),
     Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
@@ -251,18 +266,28 @@ class PolicyNode(LifecycleNode):
             self.create_subscription(PoseStamped, name, self._pose_cb(name),
                                      qos_profile_sensor_data, callback_group=inputs_group)
         self.chunk_pub = self.create_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
-        self.markers = ChunkMarkers(self, self.p['markers.frames'],
-                                    resolve_path(self.p['urdf_path'])
-                                    if self.p['urdf_path'] else '')
+        self.markers = ChunkMarkers(self, self.p['markers.frames'], self.p['urdf_path'])
         self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
-        self.diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._last_status: RolloutStatus | None = None
+        self._diagnostics = DiagnosticsUpdater(self, 1.0, timer=True,
+                                               callback_group=status_group)
+        self._diagnostics.add('rollout', self._rollout_status)
         self.create_service(Trigger, 'policy/preflight', self._srv_preflight,
                             callback_group=self._srv_group)
         self.create_service(Trigger, 'policy/start', self._srv_start,
                             callback_group=self._srv_group)
         self.create_service(Trigger, 'policy/stop', self._srv_stop,
                             callback_group=self._srv_group)
-        self._status_ticks = 0
+        self._gate_stop = None
+        if self.p['gate.stop_service']:
+            # Not in the services' group: policy/stop awaits this client's answer from inside
+            # that (mutually exclusive) group.
+            self._gate_stop = self.create_client(Trigger, self.p['gate.stop_service'],
+                                                 callback_group=ReentrantCallbackGroup())
+        else:
+            self.get_logger().warning("parameter 'gate.stop_service' is empty: a stop only "
+                                      'stops publishing; the running chunk goes on until the '
+                                      "executor's command_timeout")
         self.create_timer(1.0 / self.p['status_rate'], self._publish_status,
                           callback_group=status_group)
         self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
@@ -274,10 +299,8 @@ class PolicyNode(LifecycleNode):
         self._needs_description = (self.setup.cartesian is not None
                                    and not self.setup.cartesian.urdf_path)
         if self._needs_description:
-            latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            self.create_subscription(String, 'robot_description', self._on_description,
-                                     latched, callback_group=status_group)
+            self.create_subscription(String, DESCRIPTION_TOPIC, self._on_description,
+                                     LATCHED, callback_group=status_group)
         if self.p['autoconfigure']:
             if self._needs_description:
                 self.sm.unconfigured('waiting for robot_description (Cartesian policy, no '
@@ -293,8 +316,9 @@ class PolicyNode(LifecycleNode):
     def _on_description(self, msg: String) -> None:
         if self._description is not None:
             if msg.data != self._description:
-                self.get_logger().warning('robot_description changed: ignored (the '
-                                'model is fixed at configure; reconfigure to take it)', once=True)
+                self.get_logger().warning('robot_description changed: ignored (the model is '
+                                          'fixed at configure; reconfigure to take it)',
+                                          once=True)
             return
         self._description = msg.data
         self.get_logger().info(f'robot_description received ({len(msg.data)} bytes)')
@@ -350,7 +374,8 @@ class PolicyNode(LifecycleNode):
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop any rollout and refuse requests."""
         self.active = False
-        self.sm.stop('deactivated')
+        if self.sm.stop('deactivated') is State.RUNNING:
+            self._stop_gate('lifecycle deactivate')
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -383,7 +408,8 @@ class PolicyNode(LifecycleNode):
     # ---------------------------------------------------------------- inputs
     def _camera_cb(self, name: str):  # noqa: ANN202
         def cb(msg: Image | CompressedImage) -> None:
-            self.inputs.put(name, msg, time_to_sec(msg.header.stamp), time.monotonic())
+            put_camera(self.inputs, name, msg, time_to_sec(msg.header.stamp),
+                       time.monotonic(), self._clock_now())
         return cb
 
     def _on_joint_states(self, msg: JointState) -> None:
@@ -393,17 +419,18 @@ class PolicyNode(LifecycleNode):
         except TrajectoryError as exc:
             self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
-        self.inputs.put(JOINT_STATES, js, js.stamp, now)
+        self.inputs.put(JOINT_STATES, js, js.stamp, now, clock=self._clock_now())
 
     def _pose_cb(self, name: str):  # noqa: ANN202
         def cb(msg: PoseStamped) -> None:
             self.inputs.put(name, pose_from_msg(msg), time_to_sec(msg.header.stamp),
-                            time.monotonic())
+                            time.monotonic(), clock=self._clock_now())
         return cb
 
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
-        self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now)
+        self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now,
+                        clock=self._clock_now())
         b = self.p['quest.toggle_button']
         if b < 0:
             return
@@ -415,11 +442,16 @@ class PolicyNode(LifecycleNode):
             state = self.sm.state
             if state is State.RUNNING:
                 self.sm.stop('stopped by the Quest button')
+                self._stop_gate('the Quest button')
                 self.get_logger().info('rollout stopped by the Quest button')
             else:
                 ok, why = self._start()
                 self.get_logger().info(f'Quest button start: {why}') if ok else \
                     self.get_logger().warning(f'Quest button start refused: {why}')
+
+    def _clock_now(self) -> float:
+        """This node's ROS clock (s), the clock the inputs' header stamps are compared with."""
+        return self.get_clock().now().nanoseconds * 1e-9
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
@@ -465,11 +497,57 @@ class PolicyNode(LifecycleNode):
         res.success, res.message = self._start()
         return res
 
-    def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+    async def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        # No chunk of the rollout is published once sm.stop has returned; the gate then cancels
+        # what runs and answers once the executor confirmed the hold. A coroutine: the single
+        # executor thread keeps serving the gate's answer meanwhile.
         old = self.sm.stop('stopped by request')
-        res.success = True
-        res.message = f'stopped (was {old.name})'
+        if self._gate_stop is None:
+            res.success = True
+            res.message = (f'stopped publishing (was {old.name}); no safety gate configured '
+                           "(gate.stop_service ''): motion is NOT confirmed stopped")
+            return res
+        limit = self.p['gate.stop_timeout']
+        deadline = time.monotonic() + limit
+        if not self._gate_stop.service_is_ready():
+            res.success = False
+            res.message = (f'stopped publishing (was {old.name}), but the safety gate '
+                           f"({self.p['gate.stop_service']}) is unreachable: hold NOT confirmed "
+                           "(the executor's heartbeat and command timeouts still stop it)")
+            return res
+        future = self._gate_stop.call_async(Trigger.Request())
+        while not future.done() and time.monotonic() < deadline:
+            await next_turn()
+        if not future.done():
+            res.success = False
+            res.message = (f'stopped publishing (was {old.name}), but the safety gate did not '
+                           f'answer within {limit:g} s: hold NOT confirmed')
+            return res
+        gate = future.result()
+        res.success = bool(gate.success)
+        res.message = f'stopped (was {old.name}); gate: {gate.message}'
         return res
+
+    def _stop_gate(self, why: str) -> None:
+        """Ask the gate to stop (cancel and latch) without waiting (Quest, deactivate, fault)."""
+        if self._gate_stop is None:
+            return
+        if not self._gate_stop.service_is_ready():
+            self.get_logger().error(f'stop ({why}): the safety gate is unreachable; the '
+                                    "executor's heartbeat/command timeouts stop the arm")
+            return
+        future = self._gate_stop.call_async(Trigger.Request())
+
+        def done(f: Any) -> None:
+            try:
+                r = f.result()
+            except Exception as exc:  # noqa: BLE001 - report
+                self.get_logger().error(f'stop ({why}): safety/stop failed: {exc}')
+                return
+            log = self.get_logger().info if r.success else self.get_logger().error
+            log(f'stop ({why}): gate: {r.message}')
+        future.add_done_callback(done)
+        wake_executor(self)
 
     # ---------------------------------------------------------------- worker
     def _run_worker(self) -> None:
@@ -507,8 +585,11 @@ class PolicyNode(LifecycleNode):
                 self._step(gen)
 
     def _fault(self, reason: str, gen: int | None) -> None:
+        running = self.sm.is_current(gen) if gen is not None else self.sm.state is State.RUNNING
         if self.sm.fault(reason, gen):
             self.get_logger().error(f'FAULT: {reason}')
+            if running:
+                self._stop_gate(f'policy fault: {reason}')
 
     def _infer(self) -> tuple[Observation, Any, float, float] | str:
         """Assemble and infer; returns (obs, positions, assembly s, latency s) or a skip
@@ -619,30 +700,24 @@ class PolicyNode(LifecycleNode):
         msg.input_names = list(ages)
         msg.input_ages = [-1.0 if a is None else float(a) for a in ages.values()]
         self.status_pub.publish(msg)
-        self._status_ticks += 1
-        if self._status_ticks % max(1, int(round(self.p['status_rate']))) == 1 or \
-                self.p['status_rate'] <= 1:
-            self._publish_diagnostics(msg)
+        self._last_status = msg
 
-    def _publish_diagnostics(self, st: RolloutStatus) -> None:
-        d = DiagnosticStatus()
-        d.name = f'{self.get_name()}: rollout'
-        d.hardware_id = st.policy_id
-        d.level = {State.FAULT: DiagnosticStatus.ERROR,
-                   State.UNCONFIGURED: DiagnosticStatus.WARN}.get(State(st.state),
-                                                                  DiagnosticStatus.OK)
-        d.message = f'{st.state_name}: {st.detail}'
-        d.values = [KeyValue(key='state', value=st.state_name),
-                    KeyValue(key='policy_id', value=st.policy_id),
-                    KeyValue(key='chunks_published', value=str(st.chunks_published)),
-                    KeyValue(key='inferences_skipped', value=str(st.inferences_skipped)),
-                    KeyValue(key='last_inference_latency', value=f'{st.last_inference_latency}')]
-        d.values += [KeyValue(key=f'age {n}', value=f'{a:.3f}')
-                     for n, a in zip(st.input_names, st.input_ages, strict=True)]
-        arr = DiagnosticArray()
-        arr.header.stamp = st.header.stamp
-        arr.status = [d]
-        self.diag_pub.publish(arr)
+    def _rollout_status(self) -> TaskStatus:
+        st = self._last_status
+        if st is None:
+            return TaskStatus(STALE, 'no status published yet')
+        values = [('state', st.state_name), ('policy_id', st.policy_id),
+                  ('chunks_published', st.chunks_published),
+                  ('inferences_skipped', st.inferences_skipped),
+                  ('last_inference_latency', st.last_inference_latency)]
+        values += [(f'age {n}', f'{a:.3f}')
+                   for n, a in zip(st.input_names, st.input_ages, strict=True)]
+        # clock offset (our clock at receipt - header stamp) of each input: last, min, max
+        values += [(f'clock offset {n}', f"{o['last']:+.4f} (min {o['min']:+.4f}, max "
+                                         f"{o['max']:+.4f}, {o['count']} msgs)")
+                   for n, o in self.inputs.clock_offsets().items() if o['count']]
+        level = {State.FAULT: ERROR, State.UNCONFIGURED: WARN}.get(State(st.state), OK)
+        return TaskStatus(level, f'{st.state_name}: {st.detail}', values)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -14,20 +14,19 @@ import threading
 import time
 from typing import Any
 
+from action_msgs.msg import GoalInfo
 from action_msgs.srv import CancelGoal
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from geometry_msgs.msg import Point
 from rclpy.action import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
-from std_msgs.msg import ColorRGBA, String
 from std_srvs.srv import Trigger
-from visualization_msgs.msg import Marker, MarkerArray
+from visualization_msgs.msg import MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_interfaces.msg import ActionChunk, GateVerdict, InterlockHeartbeat
 from egoroll_ros.core.cartesian import (
     cartesian_config_from_params,
     check_cartesian,
@@ -45,9 +44,10 @@ from egoroll_ros.core.gate import (
     prepare,
 )
 from egoroll_ros.core.ik import IkParams
+from egoroll_ros.core.interlock import Block, Decision, Interlock, InterlockConfig, Kind
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
-from egoroll_ros.errors import ConfigError, RobotModelError, TrajectoryError
+from egoroll_ros.errors import TrajectoryError
 from egoroll_ros.ros.convert import (
     cartesian_chunk_from_msg,
     chunk_from_msg,
@@ -57,8 +57,10 @@ from egoroll_ros.ros.convert import (
     trajectory_to_msg,
     verdict_to_msg,
 )
+from egoroll_ros.ros.markers import path_marker
 from egoroll_ros.ros.params import Param, declare_params
-from egoroll_ros.ros.runner import run_node
+from egoroll_ros.ros.robot_models import RobotModelProvider
+from egoroll_ros.ros.runner import next_turn, run_node
 
 _D = GateConfig(joints=('_',))   # defaults of the core, shown in the parameter specs
 _IK = IkParams()
@@ -159,6 +161,9 @@ PARAMS = [
           max=1.0, read_only=True),
     Param('diagnostics_period', float, 1.0, 's between /diagnostics messages', min=0.05,
           read_only=True),
+    Param('stop_timeout', float, 1.0, 's safety/stop waits for the executor to confirm the '
+          'hold (a goal in flight, then the cancel); longer: it reports failure', min=0.01,
+          max=60.0, read_only=True),
 ]
 
 # Violations that mean "the gate is not ready", not "the policy asked for something bad":
@@ -186,20 +191,14 @@ class SafetyGate(Node):
         # Recent joint_states (about 2.5 s at 100 Hz): chunks are checked against the state
         # their observation saw (core.gate.measured_at_observation).
         self._js_history: collections.deque = collections.deque(maxlen=256)
-        self._last_forwarded: int | None = None
+        self.interlock = Interlock(InterlockConfig(
+            require_deadman=p['require_deadman'], deadman_threshold=p['deadman_threshold'],
+            joy_timeout=p['joy_timeout'], max_joint_state_age=p['max_joint_state_age'],
+            on_reject=p['on_reject'], confirm_timeout=p['confirm_timeout']))
         self._goal_handle = None
-        self._goal_seq: int | None = None
-        self._epoch = 0
-        self._fault: str | None = None
-        self._estop = False
-        self._estop_down = False
-        self._deadman_held = False
-        self._joy_time: float | None = None
-        self._prev_confirm = False
-        self._pending: tuple[Chunk, float] | None = None
+        self._inflight: set[Any] = set()   # send_goal futures not answered yet
+        self._heartbeats = 0
         self._counts: dict[str, int] = {}
-        self._stats = {'chunks': 0, 'accepted': 0, 'rejected': 0, 'needs_confirmation': 0,
-                       'forwarded': 0, 'stops': 0}
         self._last_summary = ''
         self._warned: set[str] = set()
 
@@ -212,8 +211,15 @@ class SafetyGate(Node):
         self._verdict_pub = self.create_publisher(GateVerdict, 'safety/verdict', reliable)
         self._marker_pub = self.create_publisher(MarkerArray, 'safety/markers', 10)
         self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._heartbeat_pub = self.create_publisher(InterlockHeartbeat, 'safety/heartbeat',
+                                                    reliable)
         self._client = ActionClient(self, ExecuteTrajectory, 'execute_trajectory',
                                     callback_group=self._action_group)
+        # Cancel-all (empty goal id, zero stamp: every goal of the server), so a stop also
+        # covers a goal the gate has no handle for yet.
+        self._cancel_all_client = self.create_client(
+            CancelGoal, 'execute_trajectory/_action/cancel_goal',
+            callback_group=self._action_group)
         self.create_subscription(JointState, 'joint_states', self._on_joint_state,
                                  qos_profile_sensor_data, callback_group=self._state_group)
         self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, reliable,
@@ -224,16 +230,13 @@ class SafetyGate(Node):
                             callback_group=self._safety)
         self.create_service(Trigger, 'safety/confirm', self._on_confirm_srv,
                             callback_group=self._chunk_group)
+        self.create_service(Trigger, 'safety/stop', self._on_stop_srv,
+                            callback_group=self._action_group)
         self.create_timer(p['watchdog_period'], self._watchdog, callback_group=self._safety)
         self.create_timer(p['diagnostics_period'], self._publish_diagnostics)
 
-        if p['urdf_path']:
-            self._set_model_text(None, p['urdf_path'])
-        else:
-            latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
-            self.create_subscription(String, 'robot_description', self._on_description,
-                                     latched)
+        self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
+                                          self._model_failed)
         for name in sorted(self.config.disabled_checks):
             self.get_logger().warning(f"check '{name}' is DISABLED by parameter "
                                       'disabled_checks')
@@ -248,29 +251,24 @@ class SafetyGate(Node):
                                f"{p['on_reject']}")
 
     # ---- inputs ----------------------------------------------------------------------------
-    def _set_model_text(self, text: str | None, path: str | None = None) -> None:
-        try:
-            model = RobotModel.from_file(path) if path else RobotModel(text or '')
-            prepare(model, self.config)
-            if self.cartesian_config.arms:
-                # Resolve the IK solvers now (validates the arms against this model, and the
-                # first Cartesian chunk does not pay for it: it cost ~0.5 s, past max_chunk_age).
-                prepare_cartesian(model, self.config, self.cartesian_config)
-        except (RobotModelError, ConfigError) as exc:
-            with self._lock:
-                self._model = None
-                self._model_error = str(exc)
-            self.get_logger().error(f'invalid robot model, every chunk is rejected: {exc}')
-            self._stop('invalid robot model')
-            return
+    def _set_model(self, model: RobotModel) -> None:
+        prepare(model, self.config)
+        if self.cartesian_config.arms:
+            # Resolve the IK solvers now (validates the arms against this model, and the
+            # first Cartesian chunk does not pay for it: it cost ~0.5 s, past max_chunk_age).
+            prepare_cartesian(model, self.config, self.cartesian_config)
         with self._lock:
             self._model = model
             self._model_error = ''
-        self.get_logger().info(f"robot model '{model.name}' loaded from "
-                               f"{path or 'robot_description'} (base frame {model.base_frame})")
+        self.get_logger().info(f"robot model '{model.name}' loaded from {model.source} "
+                               f'(base frame {model.base_frame})')
 
-    def _on_description(self, msg: String) -> None:
-        self._set_model_text(msg.data)
+    def _model_failed(self, error: str) -> None:
+        with self._lock:
+            self._model = None
+            self._model_error = error
+        self.get_logger().error(f'invalid robot model, every chunk is rejected: {error}')
+        self._stop('invalid robot model')
 
     def _on_joint_state(self, msg: JointState) -> None:
         try:
@@ -293,19 +291,8 @@ class SafetyGate(Node):
         confirm = 0 <= p['confirm_button'] < len(msg.buttons) and \
             bool(msg.buttons[p['confirm_button']])
         with self._lock:
-            self._joy_time = now
-            self._estop_down = estop
-            if estop and not self._estop:
-                self._estop = True
-                self._stop('e-stop pressed')
-                self.get_logger().error('E-STOP: running goal canceled; latched until '
-                                        'safety/reset')
-            was_held, self._deadman_held = self._deadman_held, held
-            if p['require_deadman'] and was_held and not held:
-                self._stop('deadman released')
-                self.get_logger().warning('deadman released: motion stopped')
-            rising = confirm and not self._prev_confirm
-            self._prev_confirm = confirm
+            decisions, rising = self.interlock.joy(now, estop, held, confirm)
+            self._execute(decisions)
         if rising:
             ok, why = self._confirm()
             self.get_logger().info(f'Quest confirm: {why}')
@@ -313,37 +300,34 @@ class SafetyGate(Node):
     def _watchdog(self) -> None:
         now = time.monotonic()
         with self._lock:
-            if self.p['require_deadman'] and self._deadman_held and (
-                    self._joy_time is None or now - self._joy_time > self.p['joy_timeout']):
-                self._deadman_held = False
-                self._stop('quest/joy stale (deadman)')
-                self.get_logger().warning('quest/joy went stale: deadman released')
-            if self._goal_handle is not None or self._goal_seq is not None:
-                js = self._js
-                if js is None or now - js.received > self.config.max_joint_state_age:
-                    self._stop('joint_states stale')
-                    self.get_logger().error('joint_states stale: running goal canceled')
+            js = self._js
+            self._execute(self.interlock.timer(now, None if js is None else js.received))
+            state = self.interlock.state()
+            allowed = self.interlock.motion_allowed()
+            self._heartbeats += 1
+            counter = self._heartbeats
+        hb = InterlockHeartbeat(state=state, motion_allowed=allowed, counter=counter)
+        hb.header.stamp = self.get_clock().now().to_msg()
+        self._heartbeat_pub.publish(hb)
+
+    def _execute(self, decisions: list[Decision]) -> None:
+        """Carry out the interlock's decisions (caller holds the lock), FORWARD excepted."""
+        log = self.get_logger()
+        for d in decisions:
+            if d.kind is Kind.CANCEL:
+                self._cancel_goals(d.reason)
+            elif d.kind is Kind.LATCH:
+                log.error(d.reason)
+            elif d.kind is Kind.EXPIRE:
+                log.warning(d.reason)
+            elif d.kind is Kind.FORWARD:
+                self._forward(d.chunk)
 
     # ---- chunks ----------------------------------------------------------------------------
-    def _blocking(self, sequence: int) -> list[Violation]:
-        """Node-level reasons not to forward (caller holds the lock)."""
-        out = []
-        if self._estop:
-            out.append(Violation('estop', '', WHOLE_CHUNK, math.nan, math.nan,
-                                 'estop: e-stop latched; call safety/reset'))
-        if self._fault is not None:
-            out.append(Violation('latched_fault', '', WHOLE_CHUNK, math.nan, math.nan,
-                                 f'latched_fault: {self._fault}; call safety/reset'))
-        if self.p['require_deadman'] and not self._deadman_held:
-            out.append(Violation('deadman', '', WHOLE_CHUNK, math.nan,
-                                 self.p['deadman_threshold'],
-                                 'deadman: the Quest deadman is not held'))
-        if self._last_forwarded is not None and sequence <= self._last_forwarded:
-            out.append(Violation('old_sequence', '', WHOLE_CHUNK, float(sequence),
-                                 float(self._last_forwarded),
-                                 f'old_sequence: {sequence} is not newer than the last '
-                                 f'forwarded {self._last_forwarded}'))
-        return out
+    @staticmethod
+    def _violations(blocks: list[Block]) -> list[Violation]:
+        return [Violation(b.check, '', WHOLE_CHUNK, b.value, b.limit, b.message)
+                for b in blocks]
 
     def _validate(self, chunk: Chunk) -> Verdict:
         with self._lock:
@@ -388,91 +372,123 @@ class SafetyGate(Node):
         self._decide(msg, chunk, self._validate(chunk))
 
     def _decide(self, msg: ActionChunk, chunk: Chunk | None, verdict: Verdict) -> None:
-        forwarded = False
         with self._lock:
-            self._stats['chunks'] += 1
             for k, n in verdict.counts().items():
                 self._counts[k] = self._counts.get(k, 0) + n
-            if msg.shadow:
-                pass
-            elif verdict.rejected:
-                self._stats['rejected'] += 1
-                real = [v for v in verdict.violations if v.check not in _NOT_READY]
-                if self.p['on_reject'] == 'hold' or not real:
-                    self._stop('chunk rejected')
-                if self.p['on_reject'] == 'hold' and real and self._fault is None:
-                    self._fault = f'chunk {msg.sequence} rejected ({verdict.summary})'
-                    self.get_logger().error(f'fault latched: {self._fault}')
-            else:
-                blocking = self._blocking(int(msg.sequence))
-                verdict.violations.extend(blocking)
-                if blocking:
-                    verdict.stage = 'node'
-                elif verdict.needs_confirmation:
-                    self._stats['needs_confirmation'] += 1
-                    self._pending = (chunk, time.monotonic() + self.p['confirm_timeout'])
-                else:
-                    self._stats['accepted'] += 1
-                    forwarded = self._forward(chunk)
+            real = [v for v in verdict.violations if v.check not in _NOT_READY]
+            out = self.interlock.chunk(
+                time.monotonic(), chunk, int(msg.sequence), shadow=bool(msg.shadow),
+                rejected=verdict.rejected, real_rejection=bool(real),
+                needs_confirmation=verdict.needs_confirmation,
+                executor_ready=self._client.server_is_ready())
+            if out.blocks:
+                verdict.violations.extend(self._violations(out.blocks))
+                verdict.stage = 'node'
+            self._execute(out.decisions)
+            forwarded = out.forwarded
         self._publish_verdict(msg, verdict, forwarded)
 
-    def _forward(self, chunk: Chunk) -> bool:
-        """Send ``chunk`` as a goal (caller holds the lock)."""
-        if not self._client.server_is_ready():
-            self._warn_once('server', 'execute_trajectory server not available: chunk not '
-                            'forwarded')
-            return False
+    def _forward(self, chunk: Chunk) -> None:
+        """Send ``chunk`` as a goal (caller holds the lock; the interlock decided FORWARD)."""
         goal = ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(chunk.trajectory),
                                       sequence=int(chunk.sequence), source=chunk.policy_id)
         goal.trajectory.header.stamp = sec_to_time(chunk.stamp)
-        epoch = self._epoch
+        epoch = self.interlock.epoch
         seq = int(chunk.sequence)
-        self._last_forwarded = seq
-        self._goal_seq = seq
-        self._pending = None
-        self._stats['forwarded'] += 1
         future = self._client.send_goal_async(goal)
+        self._inflight.add(future)
         future.add_done_callback(lambda f: self._on_goal_response(f, epoch, seq))
-        return True
 
     def _on_goal_response(self, future: Any, epoch: int, seq: int) -> None:
+        with self._lock:
+            self._inflight.discard(future)
         try:
             handle = future.result()
         except Exception as exc:  # noqa: BLE001 - report, nothing else to do
             self.get_logger().error(f'goal {seq}: send failed: {exc}')
+            with self._lock:
+                self.interlock.goal_refused(seq)
             return
         if not handle.accepted:
             self.get_logger().warning(f'goal {seq} rejected by the executor')
+            with self._lock:
+                self.interlock.goal_refused(seq)
             return
         with self._lock:
-            if epoch != self._epoch:
+            if epoch != self.interlock.epoch:
                 # A stop happened after this goal was sent: it must not run.
                 handle.cancel_goal_async()
                 return
-            if self._goal_seq == seq:
+            if self.interlock.goal_sequence == seq:
                 self._goal_handle = handle
         handle.get_result_async().add_done_callback(lambda f: self._on_result(f, seq))
 
     def _on_result(self, future: Any, seq: int) -> None:
         with self._lock:
-            if self._goal_seq == seq:
+            self.interlock.goal_ended(seq)
+            if self.interlock.goal_sequence is None:
                 self._goal_handle = None
-                self._goal_seq = None
+
+    def _cancel_goals(self, why: str) -> Any:
+        """Cancel every goal of the executor (caller holds the lock); returns the future of
+        the cancel-all request, or None when the executor's cancel service is not there."""
+        handle, self._goal_handle = self._goal_handle, None
+        if handle is not None:
+            handle.cancel_goal_async().add_done_callback(
+                lambda f: self._on_cancel_done(f, why))
+        if not self._cancel_all_client.service_is_ready():
+            return None
+        return self._cancel_all_client.call_async(CancelGoal.Request(goal_info=GoalInfo()))
 
     def _stop(self, why: str) -> None:
-        """Cancel the running goal and invalidate goals in flight (caller may hold the lock)."""
+        """Cancel without latching (invalid robot model, shutdown)."""
         with self._lock:
-            self._epoch += 1
-            self._pending = None
-            handle = self._goal_handle
-            active = handle is not None or self._goal_seq is not None
+            self._execute(self.interlock.cancel(why))
+
+    async def _on_stop_srv(self, request: Trigger.Request,
+                           response: Trigger.Response) -> Trigger.Response:
+        """``safety/stop``: latch "rollout stopped", cancel, and answer once the executor has
+        confirmed the hold (or say that it has not)."""
+        limit = self.p['stop_timeout']
+        deadline = time.monotonic() + limit
+        with self._lock:
+            decisions = self.interlock.stop('stop requested (safety/stop)')
+            decisions = [d for d in decisions if d.kind is not Kind.CANCEL]
+            self._execute(decisions)   # the interlock's CANCEL bumped its epoch already
+            inflight = list(self._inflight)
+            # The cancel-all below also covers the goal the gate holds a handle for.
             self._goal_handle = None
-            self._goal_seq = None
-            if active:
-                self._stats['stops'] += 1
-        if handle is not None:
-            future = handle.cancel_goal_async()
-            future.add_done_callback(lambda f: self._on_cancel_done(f, why))
+        # Goals sent but not yet answered: once the executor has answered them, the
+        # cancel-all below covers them (before that it might not know them yet).
+        while any(not f.done() for f in inflight) and time.monotonic() < deadline:
+            await next_turn()
+        if any(not f.done() for f in inflight):
+            response.success = False
+            response.message = (f'rollout stopped at the gate, but a goal sent to the executor '
+                                f'was not answered within {limit:g} s: hold NOT confirmed')
+            return response
+        if not self._cancel_all_client.service_is_ready():
+            response.success = False
+            response.message = ('rollout stopped at the gate (nothing more is forwarded), but '
+                                'the executor is unreachable: hold NOT confirmed')
+            return response
+        future = self._cancel_all_client.call_async(CancelGoal.Request(goal_info=GoalInfo()))
+        while not future.done() and time.monotonic() < deadline:
+            await next_turn()
+        if not future.done():
+            response.success = False
+            response.message = (f'rollout stopped at the gate, but the executor did not answer '
+                                f'the cancel within {limit:g} s: hold NOT confirmed')
+            return response
+        # trajectory_server switches to its stop motion inside the cancel callback, before it
+        # answers; a goal it does not cancel (rejected, terminated) is not running. So any
+        # answer means the executor follows no goal of the stopped rollout any more.
+        n = len(future.result().goals_canceling)
+        response.success = True
+        response.message = (f'stopped: the executor holds ({n} goal(s) canceled); nothing is '
+                            'forwarded until a new preflight and start')
+        self.get_logger().info(f'safety/stop: {response.message}')
+        return response
 
     def _on_cancel_done(self, future: Any, why: str) -> None:
         try:
@@ -487,13 +503,9 @@ class SafetyGate(Node):
     # ---- operator --------------------------------------------------------------------------
     def _confirm(self) -> tuple[bool, str]:
         with self._lock:
-            pending = self._pending
-            self._pending = None
-        if pending is None:
-            return False, 'no chunk is waiting for confirmation'
-        chunk, expires = pending
-        if time.monotonic() > expires:
-            return False, f'the confirmation of chunk {chunk.sequence} expired'
+            chunk, why = self.interlock.take_pending(time.monotonic())
+        if chunk is None:
+            return False, why
         # A confirmed chunk runs from the moment of confirmation: its points keep their
         # time_from_start, counted from now (a person takes longer than max_chunk_age, and the
         # original timing is in the past by then). Every check then runs again on it, against
@@ -501,13 +513,15 @@ class SafetyGate(Node):
         chunk = chunk.restamped(self.get_clock().now().nanoseconds * 1e-9)
         verdict = self._validate(chunk)
         msg = _chunk_header(chunk)
-        forwarded = False
         with self._lock:
-            if not verdict.rejected:
-                blocking = self._blocking(chunk.sequence)
-                verdict.violations.extend(blocking)
-                if not blocking:
-                    forwarded = self._forward(chunk)
+            out = self.interlock.confirmed(chunk, int(chunk.sequence),
+                                           rejected=verdict.rejected,
+                                           executor_ready=self._client.server_is_ready())
+            if out.blocks:
+                verdict.violations.extend(self._violations(out.blocks))
+                verdict.stage = 'node'
+            self._execute(out.decisions)
+            forwarded = out.forwarded
         self._publish_verdict(msg, verdict, forwarded, note='operator confirmation: ')
         if forwarded:
             return True, f'chunk {chunk.sequence} confirmed and forwarded'
@@ -519,16 +533,9 @@ class SafetyGate(Node):
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         with self._lock:
-            if self._estop and self._estop_down:
-                response.success = False
-                response.message = 'e-stop still pressed'
-                return response
-            was = [x for x in (('e-stop' if self._estop else ''), self._fault or '') if x]
-            self._estop = False
-            self._fault = None
-            self._last_forwarded = None
-        response.success = True
-        response.message = 'cleared: ' + ('; '.join(was) if was else 'nothing latched')
+            response.success, response.message = self.interlock.reset()
+        if not response.success:
+            return response
         self.get_logger().info(f'safety/reset: {response.message}')
         return response
 
@@ -550,29 +557,18 @@ class SafetyGate(Node):
             'confirm' if verdict.needs_confirmation else 'rejected')
         r, g, b = _COLORS[key]
         stamp = self.get_clock().now().to_msg()
-        array = MarkerArray()
-        for i, frame in enumerate(verdict.ee_frames):
-            m = Marker()
-            m.header.frame_id = base
-            m.header.stamp = stamp
-            m.ns = 'safety_gate/' + frame
-            m.id = i
-            m.type = Marker.LINE_STRIP
-            m.action = Marker.ADD
-            m.pose.orientation.w = 1.0
-            m.scale.x = 0.005
-            m.color = ColorRGBA(r=r, g=g, b=b, a=1.0)
-            m.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
-                        for p in verdict.ee_paths[i]]
-            array.markers.append(m)
+        array = MarkerArray(markers=[
+            path_marker('safety_gate/' + frame, i, base, stamp, verdict.ee_paths[i], (r, g, b),
+                        0.005) for i, frame in enumerate(verdict.ee_frames)])
         self._marker_pub.publish(array)
 
     def _publish_diagnostics(self) -> None:
         with self._lock:
-            if self._estop:
+            il = self.interlock
+            if il.estop:
                 level, state = DiagnosticStatus.ERROR, 'e-stop latched'
-            elif self._fault:
-                level, state = DiagnosticStatus.ERROR, 'fault latched: ' + self._fault
+            elif il.fault:
+                level, state = DiagnosticStatus.ERROR, 'fault latched: ' + il.fault
             elif self._model is None:
                 level, state = DiagnosticStatus.ERROR, 'no robot model: ' + self._model_error
             elif self._js is None:
@@ -582,15 +578,17 @@ class SafetyGate(Node):
             else:
                 level, state = DiagnosticStatus.OK, 'ok'
             values = [('state', state),
+                      ('interlock', il.state()),
+                      ('rollout_stopped', il.stopped or ''),
                       ('disabled_checks', ','.join(sorted(self.config.disabled_checks))),
-                      ('deadman_held', str(self._deadman_held)),
+                      ('deadman_held', str(il.deadman_held)),
                       ('require_deadman', str(self.p['require_deadman'])),
                       ('on_reject', self.p['on_reject']),
-                      ('goal_active', str(self._goal_seq is not None)),
+                      ('goal_active', str(il.goal_active)),
                       ('executor_ready', str(self._client.server_is_ready())),
-                      ('last_forwarded_sequence', str(self._last_forwarded)),
+                      ('last_forwarded_sequence', str(il.last_forwarded)),
                       ('last_verdict', self._last_summary)]
-            values += [(k, str(v)) for k, v in self._stats.items()]
+            values += [(k, str(v)) for k, v in il.stats.items()]
             values += [('violations.' + k, str(v)) for k, v in sorted(self._counts.items())]
         status = DiagnosticStatus(level=level, name=f'{self.get_name()}: safety gate',
                                   hardware_id=self.get_fully_qualified_name(), message=state,
@@ -605,8 +603,12 @@ class SafetyGate(Node):
             self.get_logger().warning(text)
 
     def close(self) -> None:
-        """Cancel the running goal on shutdown (the executor then holds)."""
-        self._stop('shutdown')
+        """Cancel the running goal on shutdown (the executor then holds; it also holds when
+        the heartbeat stops)."""
+        try:
+            self._stop('shutdown')
+        except Exception as exc:  # noqa: BLE001 - the context may be gone already (SIGINT)
+            self.get_logger().warning(f'could not cancel at shutdown: {exc}')
 
 
 def _chunk_header(chunk: Chunk) -> ActionChunk:

@@ -14,20 +14,20 @@ the policy node sees a stale camera instead of a frozen scene with a fresh stamp
 from __future__ import annotations
 
 import math
-from pathlib import Path
 import threading
 import time
 
 from geometry_msgs.msg import PointStamped
+import numpy as np
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 import rclpy.qos
 from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker
 
-from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import ConfigError, RobotModelError
 from egoroll_ros.ros.params import Param, check_value, declare_params
+from egoroll_ros.ros.robot_models import load_robot_model
 from egoroll_ros.ros.runner import run_node
 from egoroll_ros.sim.demo_task import demo_urdf_path
 from egoroll_ros.sim.render import Intrinsics, SceneRenderer
@@ -58,6 +58,11 @@ PARAMS = (
           'sim/target topic', validate=_target_problem),
     Param('target_radius', float, 0.03, 'radius of the drawn target disc (m)', min=0.005,
           max=0.2),
+    Param('noise', float, 1.0,
+          'sensor noise: standard deviation (intensity levels) of Gaussian noise added to '
+          'every pixel, as a real sensor has; 0: none, and the frames of an arm at rest are '
+          'identical, which policy_node takes for a frozen camera', min=0.0, max=50.0,
+          read_only=True),
     Param('max_state_age', float, 0.5,
           'joint states older than this (s, steady clock since receipt) are not rendered',
           min=0.01, max=10.0),
@@ -71,9 +76,8 @@ class SimCamera(Node):
         super().__init__(node_name, **kwargs)
         p = declare_params(self, PARAMS)
         self._specs = {s.name: s for s in PARAMS}
-        path = Path(p['urdf_path']) if p['urdf_path'] else demo_urdf_path()
         try:
-            model = RobotModel.from_file(path)
+            model = load_robot_model(p['urdf_path'] or demo_urdf_path())
         except RobotModelError as exc:
             raise ConfigError(f"parameter 'urdf_path': {exc}") from None
         intrinsics = Intrinsics.from_fov(p['width'], p['height'], p['fov_deg'])
@@ -85,6 +89,8 @@ class SimCamera(Node):
         self._root_frame = model.base_frame
         self._frame_id = p['camera_frame']
         self._max_age = p['max_state_age']
+        self._noise = p['noise']
+        self._rng = np.random.default_rng()
         self._lock = threading.Lock()
         self._target = [float(v) for v in p['target']]
         self._target_radius = p['target_radius']
@@ -99,7 +105,7 @@ class SimCamera(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.create_timer(1.0 / p['rate'], self._tick)
         self.get_logger().info(
-            f'rendering {path.name} from {self._frame_id} ({p["width"]}x{p["height"]}) to '
+            f'rendering {model.name} from {self._frame_id} ({p["width"]}x{p["height"]}) to '
             f'{self._image_pub.topic_name} at up to {p["rate"]:g} Hz; target {self._target}')
 
     def _on_joint_state(self, msg: JointState) -> None:
@@ -164,6 +170,10 @@ class SimCamera(Node):
             return
         self._rendered_rx = received
         pixels = self._renderer.render(positions, target)
+        if self._noise > 0:
+            noisy = pixels.astype(np.float32) + self._rng.normal(
+                0.0, self._noise, pixels.shape).astype(np.float32)
+            pixels = np.clip(np.rint(noisy), 0, 255).astype(np.uint8)
         msg = Image()
         msg.header.stamp = stamp
         msg.header.frame_id = self._frame_id

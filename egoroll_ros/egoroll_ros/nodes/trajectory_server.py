@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -52,6 +51,7 @@ from egoroll_ros.ros.convert import (
     sec_to_time,
     trajectory_from_msg,
 )
+from egoroll_ros.ros.diagnostics import OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.params import Param, declare_params, per_joint
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
@@ -135,7 +135,6 @@ class TrajectoryServer(Node):
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))
         self._planned_every = max(1, round(rate / p['planned_rate']))
-        self._diag_every = max(1, round(rate / p['diagnostics_rate']))
 
         self.core = ExecutorCore(self.config)
         self._lock = threading.Lock()
@@ -148,7 +147,8 @@ class TrajectoryServer(Node):
         self._command_pub = self.create_publisher(cmd_type, 'command', 10)
         self._commanded_pub = self.create_publisher(JointState, 'executor/commanded', 10)
         self._planned_pub = self.create_publisher(JointState, 'executor/planned', 10)
-        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._diagnostics = DiagnosticsUpdater(self, 1.0 / p['diagnostics_rate'])
+        self._diagnostics.add('executor', self._executor_status)
         self._state_sub = self.create_subscription(
             JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data,
             callback_group=MutuallyExclusiveCallbackGroup())
@@ -307,7 +307,6 @@ class TrajectoryServer(Node):
             res = self.core.tick(t)
             self._publish(res, t, ros_now)
             n = self.core.ticks
-            diag = self.core.diagnostics(t) if n % self._diag_every == 0 else None
             motion = self.core.motion
         self._dispatch(res.outcomes)
         if res.feedback is not None and n % self._feedback_every == 0:
@@ -317,8 +316,7 @@ class TrajectoryServer(Node):
             msg = JointState(name=list(self.config.joints), position=final.tolist())
             msg.header.stamp = sec_to_time(ros_now)
             self._planned_pub.publish(msg)
-        if diag is not None:
-            self._publish_diagnostics(diag, ros_now)
+        self._diagnostics.update(stamp=sec_to_time(ros_now))
 
     def _publish(self, res: TickResult, t: float, ros_now: float) -> None:
         """Publish the tick's setpoint (called with the lock held)."""
@@ -372,15 +370,12 @@ class TrajectoryServer(Node):
         with contextlib.suppress(Exception):
             waiter.handle.publish_feedback(msg)
 
-    def _publish_diagnostics(self, values: dict[str, str], ros_now: float) -> None:
-        status = DiagnosticStatus(name=f'{self.get_name()}: executor', hardware_id='')
-        status.level = DiagnosticStatus.WARN if values['last_error'] else DiagnosticStatus.OK
-        status.message = values['state'] + (f' ({values["last_error"]})'
-                                            if values['last_error'] else '')
-        status.values = [KeyValue(key=k, value=v) for k, v in values.items()]
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = sec_to_time(ros_now)
-        self._diag_pub.publish(msg)
+    def _executor_status(self) -> TaskStatus:
+        with self._lock:
+            values = self.core.diagnostics(time.monotonic())
+        error = values['last_error']
+        return TaskStatus(WARN if error else OK,
+                          values['state'] + (f' ({error})' if error else ''), values.items())
 
     def close(self) -> None:
         """Stop the control loop and end every goal with SHUTDOWN (safe to call twice)."""

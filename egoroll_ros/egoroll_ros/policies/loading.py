@@ -135,13 +135,17 @@ def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
                           {c.name: (c.height, c.width) for c in setup.cameras},
                           cartesian=_supply(setup) if meta.action_space == 'cartesian'
                           else None)
+        if not p['max_clock_offset']:
+            warn("'max_clock_offset' is 0: the clock offset between the inputs' header "
+                 'stamps and this clock is measured but not checked')
         runtime = CartesianRuntime(meta, setup) if meta.action_space == 'cartesian' else None
         kw: dict[str, Any] = {'prepare': prepare} if prepare is not None else {}
         if runtime is not None and meta.cartesian.state == 'ee_pose':
             kw['state_transform'] = runtime.encode_state
         builder = ObservationBuilder(
             setup.joints, setup.cameras, meta, p['max_age.camera'], p['max_age.joint_states'],
-            p['max_age.quest'], setup.quest, **kw)
+            p['max_age.quest'], setup.quest, max_clock_offset=p['max_clock_offset'] or None,
+            **kw)
     except Exception:
         policy.close()
         raise

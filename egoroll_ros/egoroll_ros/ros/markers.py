@@ -13,16 +13,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 import threading
 
+from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point
 import numpy as np
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from std_msgs.msg import ColorRGBA, String
+from std_msgs.msg import ColorRGBA
 from visualization_msgs.msg import Marker, MarkerArray
 
 from egoroll_interfaces.msg import GateVerdict
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import RobotModelError
+from egoroll_ros.ros.robot_models import RobotModelProvider
 
 #: Colours: predicted path (blue), gate accepted / needs confirmation / rejected / unknown.
 PATH_COLOR = (0.2, 0.5, 1.0)
@@ -30,6 +31,23 @@ VERDICT_COLORS = {'accepted': (0.1, 0.9, 0.1), 'needs confirmation': (1.0, 0.8, 
                   'rejected': (1.0, 0.1, 0.1), 'no verdict': (0.8, 0.8, 0.8)}
 NAMESPACE_PATH = 'predicted_ee_path'
 NAMESPACE_TEXT = 'rollout_state'
+
+
+def path_marker(ns: str, marker_id: int, frame_id: str, stamp: Time, points: np.ndarray,
+                color: tuple[float, float, float], width: float, text: str = '') -> Marker:
+    """A LINE_STRIP through ``points`` (K, 3) in ``frame_id``: an end-effector path.
+
+    The one path marker of egoroll: the policy's predicted path (:class:`ChunkMarkers`) and the
+    gate's checked path (``safety/markers``) both use it.
+    """
+    m = Marker(ns=ns, id=marker_id, type=Marker.LINE_STRIP, action=Marker.ADD, text=text)
+    m.header.frame_id = frame_id
+    m.header.stamp = stamp
+    m.pose.orientation.w = 1.0
+    m.scale.x = float(width)
+    m.color = ColorRGBA(r=color[0], g=color[1], b=color[2], a=1.0)
+    m.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2])) for p in points]
+    return m
 
 
 def verdict_state(msg: GateVerdict | None) -> str:
@@ -47,7 +65,7 @@ class ChunkMarkers:
     Args:
         node: the owning node (its subscriptions and publisher are created here).
         frames: end-effector frames to draw; empty draws only the text.
-        urdf_path: URDF file; empty: the ``robot_description`` topic.
+        urdf_path: URDF file (or ``package://``); empty: the ``robot_description`` topic.
     """
 
     def __init__(self, node: Node, frames: Sequence[str], urdf_path: str = '') -> None:
@@ -58,15 +76,8 @@ class ChunkMarkers:
         self._verdict: GateVerdict | None = None
         self._pub = node.create_publisher(MarkerArray, 'policy/markers', 10)
         node.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, 10)
-        if not self._frames:
-            return
-        if urdf_path:
-            self._set_model(RobotModel.from_file(urdf_path))
-        else:
-            latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
-                                 reliability=ReliabilityPolicy.RELIABLE)
-            node.create_subscription(String, 'robot_description', self._on_description,
-                                     latched)
+        if self._frames:
+            self._models = RobotModelProvider(node, urdf_path, self._set_model, self._model_off)
 
     def _set_model(self, model: RobotModel) -> None:
         missing = [f for f in self._frames if not model.has_frame(f)]
@@ -76,11 +87,10 @@ class ChunkMarkers:
         with self._lock:
             self._model = model
 
-    def _on_description(self, msg: String) -> None:
-        try:
-            self._set_model(RobotModel(msg.data))
-        except RobotModelError as exc:
-            self._node.get_logger().warning(f'policy markers off: {exc}')
+    def _model_off(self, error: str) -> None:
+        with self._lock:
+            self._model = None
+        self._node.get_logger().warning(f'policy markers off: {error}')
 
     def _on_verdict(self, msg: GateVerdict) -> None:
         with self._lock:
@@ -98,18 +108,9 @@ class ChunkMarkers:
         if model is not None and positions is not None and self._frames:
             q = positions if measured is None else np.vstack([measured[None, :], positions])
             trans, _ = model.fk(self._frames, list(joint_names), np.asarray(q, dtype=float))
-            for i, frame in enumerate(self._frames):
-                m = Marker(ns=NAMESPACE_PATH, id=i, type=Marker.LINE_STRIP,
-                           action=Marker.ADD)
-                m.header.frame_id = base
-                m.header.stamp = stamp
-                m.pose.orientation.w = 1.0
-                m.scale.x = 0.006
-                m.color = ColorRGBA(r=PATH_COLOR[0], g=PATH_COLOR[1], b=PATH_COLOR[2], a=1.0)
-                m.text = frame
-                m.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
-                            for p in trans[i]]
-                array.markers.append(m)
+            array.markers += [path_marker(NAMESPACE_PATH, i, base, stamp, trans[i], PATH_COLOR,
+                                          0.006, text=frame)
+                              for i, frame in enumerate(self._frames)]
         state = verdict_state(verdict)
         color = VERDICT_COLORS[state]
         text = Marker(ns=NAMESPACE_TEXT, id=0, type=Marker.TEXT_VIEW_FACING, action=Marker.ADD)

@@ -97,6 +97,8 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop('ROS_STATIC_PEERS', None)
     os.environ.setdefault('RCUTILS_COLORIZED_OUTPUT', '0')
     os.environ.setdefault('PYTHONUNBUFFERED', '1')
+    for name in NEVER_RERUN:
+        config.addinivalue_line('markers', f'{name}: never rerun on failure')
     config.addinivalue_line(
         'markers', 'ros_threads(n): the ros_graph fixture spins on n executor threads (default '
         '1, a SingleThreadedExecutor; more for tests hosting callbacks that block)')
@@ -108,12 +110,27 @@ def pytest_configure(config: pytest.Config) -> None:
 #: pytest's summary lists each rerun, so flakiness stays visible. Unit tests are never rerun.
 INTEGRATION_RERUNS = 2
 
+#: Markers whose tests are NEVER rerun: a race that fails one run in three must fail the suite.
+NEVER_RERUN = ('race', 'safety')
+
+
+def never_rerun(item: pytest.Item) -> bool:
+    """Whether ``item`` is a race or safety test (marked on it, its class or its module)."""
+    return any(item.get_closest_marker(m) is not None for m in NEVER_RERUN)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every ``integration`` test flaky (pytest-rerunfailures), when that plugin is there."""
+    """Mark every ``integration`` test flaky (pytest-rerunfailures), when that plugin is there,
+    except race and safety tests: those are refused a rerun even when marked flaky."""
+    for item in items:
+        if never_rerun(item) and item.get_closest_marker('flaky') is not None:
+            raise pytest.UsageError(f'{item.nodeid}: a race/safety test must not be marked '
+                                    'flaky (never rerun on failure)')
     if not config.pluginmanager.hasplugin('rerunfailures'):
         return
     for item in items:
+        if never_rerun(item):
+            continue
         if item.get_closest_marker('integration') and not item.get_closest_marker('flaky'):
             item.add_marker(pytest.mark.flaky(reruns=INTEGRATION_RERUNS, reruns_delay=1))
 

@@ -33,7 +33,8 @@ def _node(ros_graph, ck: Path, **params) -> PolicyNode:
     base = {'joints': JOINTS, 'continuous_joints': ['wrist_roll'], 'policy.backend': BACKEND,
             'policy.path': str(ck), 'query_frequency': 50.0, 'status_rate': 20.0,
             # generous: these tests are not about staleness and the machine is shared
-            'max_age.joint_states': 1.0}
+            'max_age.joint_states': 1.0,
+            'gate.stop_service': ''}   # no safety gate in these tests
     base.update(params)
     node = PolicyNode(context=ros_graph.context,
                       parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])

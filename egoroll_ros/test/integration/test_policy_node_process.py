@@ -51,6 +51,7 @@ def test_installed_node_preflights_and_runs_a_read_only_act_checkpoint(ros_graph
     def feed() -> None:
         stamp = node.get_clock().now().to_msg()
         frame.header.stamp = stamp
+        frame.data = rng.integers(0, 255, 224 * 224 * 3, dtype=np.uint8).tobytes()  # not frozen
         cam.publish(frame)
         m = JointState(name=JOINTS, position=[0.0] * 8)
         m.header.stamp = stamp
@@ -65,7 +66,8 @@ def test_installed_node_preflights_and_runs_a_read_only_act_checkpoint(ros_graph
                            'policy.num_threads': 1,
                            # this test is about the installed node and config, not staleness:
                            # tolerate a loaded 2-core machine
-                           'max_age.camera': 2.0, 'max_age.joint_states': 2.0},
+                           'max_age.camera': 2.0, 'max_age.joint_states': 2.0,
+                           'gate.stop_service': ''},   # no safety gate here
                    wait_services=['policy/preflight', 'policy/start', 'policy/stop'],
                    wait_publishers=['policy/chunk', 'policy/status'],
                    env={**__import__('os').environ, 'EGOROLL_CACHE_DIR': str(tmp_path / 'c')})

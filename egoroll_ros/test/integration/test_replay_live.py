@@ -72,12 +72,17 @@ def test_replay_delivers_every_message_in_order_with_spacing_scaled_by_rate(
                        "    policy.backend: 'policy_fakes:FakePolicy'\n"
                        '    cameras.names: [scene]\n    cameras.heights: [24]\n'
                        '    cameras.widths: [32]\n    max_age.camera: 1.0\n'
-                       '    max_age.joint_states: 1.0\n')
+                       '    max_age.joint_states: 1.0\n'
+                       # replayed without --clock: the 2024 stamps meet today's receive
+                       # times; the offset is measured and reported, not checked
+                       '    max_clock_offset: 0.0\n')
         rep = evaluate(EvaluateOptions(bag=tmp_path / 'rec', config=cfg, checkpoint=ck,
                                        out_dir=tmp_path / 'eval', urdf=demo_urdf_path(),
                                        plots=False))
         assert rep['decisions']['chunks'] >= 1
         assert rep['decisions']['acceptance_rate'] == 1.0
+        assert rep['clock_offsets']['camera/scene']['min'] > 3600 * 24 * 300
+        assert any("'max_clock_offset' is 0" in w for w in rep['warnings'])
 
 
 def test_replay_clock_remap_loop_and_a_clean_ctrl_c(ros_graph, tmp_path):

@@ -234,7 +234,7 @@ def test_estop_cancels_the_running_goal_within_bounded_time_and_latches(rig):
     verdict = rig.send(2)
     assert not verdict.forwarded and 'estop' in {v.check for v in verdict.violations}
     rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0]))
-    wait_until(lambda: not rig.gate._estop_down, 5.0, 'e-stop released')
+    wait_until(lambda: not rig.gate.interlock.estop_down, 5.0, 'e-stop released')
     assert rig.call_reset().success
     assert rig.send(3).forwarded
 
@@ -254,14 +254,14 @@ def test_deadman_release_and_stale_joy_stop_forwarding(make_rig):
     t = threading.Thread(target=hold, daemon=True)
     t.start()
     try:
-        wait_until(lambda: rig.gate._deadman_held, 5.0, 'deadman held')
+        wait_until(lambda: rig.gate.interlock.deadman_held, 5.0, 'deadman held')
         assert rig.send(2).forwarded
         wait_until(lambda: rig.server.sequences() == [2], 5.0, 'goal 2')
         axis[0] = 0.0                                # release
         wait_until(lambda: rig.server.canceled == [2], 5.0, 'deadman release cancels')
         assert not rig.send(3).forwarded
         axis[0] = 1.0
-        wait_until(lambda: rig.gate._deadman_held, 5.0, 'deadman held again')
+        wait_until(lambda: rig.gate.interlock.deadman_held, 5.0, 'deadman held again')
         assert rig.send(4).forwarded
         wait_until(lambda: rig.server.sequences() == [2, 4], 5.0, 'goal 4')
     finally:

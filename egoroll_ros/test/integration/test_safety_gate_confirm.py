@@ -121,9 +121,9 @@ class ConfirmRig:
 
     def press_joy(self, confirm: int) -> None:
         """Publish a Joy message and wait until the gate has processed it."""
-        before = self.gate._joy_time
+        before = self.gate.interlock.joy_time
         self.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[confirm, 0]))
-        wait_until(lambda: self.gate._joy_time != before, 5.0, 'gate receives quest/joy')
+        wait_until(lambda: self.gate.interlock.joy_time != before, 5.0, 'gate receives quest/joy')
 
 
 @pytest.fixture
@@ -204,7 +204,7 @@ def test_quest_confirm_button_press_edge_confirms(rig):
     start = len(rig.verdicts.snapshot())
     for _ in range(3):
         rig.press_joy(1)
-    assert rig.gate._pending is not None and rig.gate._pending[0].sequence == 2
+    assert rig.gate.interlock.pending_sequence == 2
     assert not [v for v in rig.verdicts.snapshot()[start:] if v.sequence == 2]
     rig.press_joy(0)
     rig.press_joy(1)                                 # release and press again
@@ -215,7 +215,7 @@ def test_quest_confirm_button_press_edge_confirms(rig):
 def test_pending_chunk_expires_after_confirm_timeout(make_rig):
     rig = make_rig(confirm_timeout=0.3)
     rig.pending(1)
-    expires = rig.gate._pending[1]
+    expires = rig.gate.interlock.pending_expires
     wait_until(lambda: time.monotonic() > expires + 0.05, 5.0, 'confirm_timeout passes')
     resp = rig.call_confirm()
     assert not resp.success and 'expired' in resp.message, resp.message

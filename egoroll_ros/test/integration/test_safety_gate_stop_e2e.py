@@ -88,6 +88,7 @@ class Graph:
                                   qos_profile_action_status_default)
         self.diag = ros.collect(node, DiagnosticArray, '/diagnostics')
         self.reset = node.create_client(Trigger, 'safety/reset')
+        self.stop_srv = node.create_client(Trigger, 'safety/stop')
         self.params = AsyncParameterClient(node, 'sim_robot')
         self.seq = itertools.count(1)
         self._joy_lock = threading.Lock()
@@ -131,14 +132,15 @@ class Graph:
         return np.array([msg.position[list(msg.name).index(j)] for j in ARM])
 
     def send(self, velocity: np.ndarray, n: int, seq: int | None = None,
-             shadow: bool = False, ramp: Ramp | None = None) -> tuple[GateVerdict, Ramp, int]:
+             shadow: bool = False, ramp: Ramp | None = None,
+             lead: float = LEAD) -> tuple[GateVerdict, Ramp, int]:
         """A chunk at constant ``velocity`` after LEAD s at the measured state (or the
         continuation of ``ramp`` from now on); wait for its verdict."""
         seq = next(self.seq) if seq is None else seq
         stamp = self.node.get_clock().now().nanoseconds * 1e-9
         times = 0.05 * np.arange(1, n + 1)
         if ramp is None:
-            ramp = Ramp(self.measured(), np.asarray(velocity, dtype=float), stamp)
+            ramp = Ramp(self.measured(), np.asarray(velocity, dtype=float), stamp, lead)
         pos = ramp.at(stamp + times)
         start = len(self.verdicts.snapshot())
         traj = JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp)
@@ -263,6 +265,28 @@ class Graph:
         self.assert_holds(held[1])
         return latency
 
+    def call_stop(self) -> tuple[Trigger.Response, float]:
+        """Call safety/stop; return its response and the monotonic time it returned."""
+        assert self.stop_srv.wait_for_service(timeout_sec=5.0)
+        fut = self.stop_srv.call_async(Trigger.Request())
+        wait_until(fut.done, 10.0, 'safety/stop answers')
+        return fut.result(), time.monotonic()
+
+    def rearm(self) -> None:
+        """A new preflight: an accepted shadow chunk re-arms the stopped gate."""
+        verdict, _, _ = self.send(np.zeros(len(ARM)), 20, shadow=True)
+        assert verdict.accepted, verdict.summary
+
+    def setpoints_after(self, t0: float) -> list[tuple[float, np.ndarray]]:
+        """executor/commanded setpoints stamped after ``t0`` (monotonic), with the one just
+        before them first (stamps are when the executor produced them)."""
+        offset = time.time() - time.monotonic()
+        msgs = self.commanded.snapshot()
+        out = [(m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 - offset,
+                np.array(m.position)) for m in msgs]
+        k = next((i for i, (t, _) in enumerate(out) if t > t0), len(out))
+        return out[max(k - 1, 0):]
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2.0)
@@ -271,12 +295,13 @@ class Graph:
 class Ramp:
     """Positions ``q0`` for LEAD s after ``stamp``, then moving at ``velocity``."""
 
-    def __init__(self, q0: np.ndarray, velocity: np.ndarray, stamp: float) -> None:
-        self.q0, self.velocity, self.stamp = q0, velocity, stamp
+    def __init__(self, q0: np.ndarray, velocity: np.ndarray, stamp: float,
+                 lead: float = LEAD) -> None:
+        self.q0, self.velocity, self.stamp, self.lead = q0, velocity, stamp, lead
 
     def at(self, t: np.ndarray | float) -> np.ndarray:
         """Positions at ROS times ``t`` (s)."""
-        moving = np.maximum(np.asarray(t, dtype=float) - self.stamp - LEAD, 0.0)
+        moving = np.maximum(np.asarray(t, dtype=float) - self.stamp - self.lead, 0.0)
         return self.q0 + np.multiply.outer(moving, self.velocity)
 
 
@@ -304,6 +329,7 @@ def graph(tmp_path_factory):
 @pytest.fixture
 def e2e(graph, request):
     graph.ready()
+    graph.rearm()      # a test before may have left the gate stopped (safety/stop)
     yield graph
     failed = any(getattr(request.node, f'rep_{w}', None) is not None
                  and getattr(request.node, f'rep_{w}').failed for w in ('setup', 'call'))
@@ -394,3 +420,62 @@ def test_out_of_order_chunk_is_dropped_and_never_reaches_the_executor(e2e):
     wait_until(lambda: GoalStatus.STATUS_SUCCEEDED in e2e.new_goals(before).values(), 10.0,
                'the newer chunk runs to the end')
     assert len(e2e.new_goals(before)) == 1              # only the newer one became a goal
+
+
+def test_chunk_after_safety_stop_is_not_forwarded_until_a_new_preflight(e2e):
+    """safety/stop (what policy/stop calls) cancels, holds, and latches "rollout stopped":
+    a valid chunk afterwards is refused with that reason, reset does not re-arm, and only an
+    accepted shadow chunk (a new preflight) does."""
+    end, goal, ramp = e2e.start_long_chunk()
+    res, t_ret = e2e.call_stop()
+    assert res.success and 'holds' in res.message, res.message
+    _check_stop(e2e, t_ret, goal, 'safety/stop')
+    after = e2e.setpoints_after(t_ret)
+    assert all(np.array_equal(q, after[0][1]) for _, q in after), 'moved after the stop'
+    wait_until(e2e.settled, 10.0, 'joint_states settle')
+    verdict, _, _ = e2e.send(np.zeros(len(ARM)), 30)     # valid, from the measured position
+    assert not verdict.forwarded
+    assert [v.check for v in verdict.violations] == ['rollout_stopped'], verdict.summary
+    e2e.ready()                                          # safety/reset: still stopped
+    verdict, _, _ = e2e.send(np.zeros(len(ARM)), 30)
+    assert [v.check for v in verdict.violations] == ['rollout_stopped'], verdict.summary
+    e2e.rearm()
+    verdict, _, _ = e2e.send(np.zeros(len(ARM)), 30)
+    assert verdict.forwarded, verdict.summary
+
+
+RACE_REPS = 100
+
+
+@pytest.mark.race
+@pytest.mark.safety
+def test_stop_race_no_setpoint_of_the_old_chunk_after_safety_stop_returns(e2e):
+    """100 times: a chunk moves the arm, safety/stop is called at a random moment of it, and
+    from the stamp of its return on every executor/commanded setpoint repeats the hold."""
+    rng = np.random.default_rng(13)
+    moved = 0
+    for rep in range(RACE_REPS):
+        q0 = e2e.measured()
+        velocity = np.zeros(len(ARM))
+        velocity[ROLL] = (-1.0 if q0[ROLL] > 0.0 else 1.0) * 0.3
+        t_send = time.monotonic()
+        verdict, _, _ = e2e.send(velocity, 20, lead=0.15)
+        assert verdict.forwarded, f'rep {rep}: {verdict.summary}'
+        # Wait until the setpoints move, then a random few ticks more (0-40 ms).
+        wait_until(lambda: any(not np.array_equal(q, e2e.setpoints_after(t_send)[0][1])  # noqa: B023
+                               for _, q in e2e.setpoints_after(t_send)), 10.0,  # noqa: B023
+                   f'rep {rep}: the chunk moves the setpoints')
+        n = len(e2e.commanded.snapshot())
+        e2e.commanded.wait_count(n + int(rng.integers(0, 8)), 10.0)
+        res, t_ret = e2e.call_stop()
+        assert res.success, f'rep {rep}: {res.message}'
+        t_wait = time.monotonic()
+        wait_until(lambda t=t_wait: e2e.setpoints_after(t)[1:], 5.0, 'setpoints after the stop')
+        after = e2e.setpoints_after(t_ret)
+        bad = [t - t_ret for t, q in after if not np.array_equal(q, after[0][1])]
+        assert not bad, f'rep {rep}: setpoints moved {bad} s after safety/stop returned'
+        moved += int(any(not np.array_equal(q, after[0][1])
+                         for _, q in e2e.setpoints_after(t_ret - 0.03)))
+        e2e.rearm()
+    print(f'\nstop race: {RACE_REPS} repetitions, {moved} stopped while the setpoint moved')
+    assert moved > RACE_REPS // 4       # the race was real: many stops hit a moving arm

@@ -38,8 +38,9 @@ def target_centroid(img: Image) -> np.ndarray:
 
 @pytest.fixture
 def camera(ros_graph, launcher):
+    # noise 0: exact colours (the target disc); test_sensor_noise_... covers the noise
     launcher.start('sim_camera', 'sim_camera', params={'width': 128, 'height': 96,
-                                                       'rate': 30.0},
+                                                       'rate': 30.0, 'noise': 0.0},
                    wait_publishers=[TOPIC, 'sim/target_marker'],
                    wait_subscriptions=['joint_states', 'sim/target'])
     node = ros_graph.node('camera_tester')
@@ -116,6 +117,23 @@ def test_target_moves_by_topic_and_by_parameter(camera, ros_graph):
     wait_until(future.done, 10.0, 'set_parameters reply')
     assert not future.result().results[0].successful
     assert 'target' in future.result().results[0].reason
+
+
+def test_sensor_noise_makes_frames_of_an_arm_at_rest_differ(ros_graph, launcher):
+    # A real camera's frames differ by sensor noise; identical frames mean a frozen camera.
+    launcher.start('sim_camera', 'sim_camera_noisy', params={'width': 64, 'height': 48,
+                                                             'rate': 30.0, 'noise': 2.0},
+                   wait_publishers=[TOPIC], wait_subscriptions=['joint_states'])
+    node = ros_graph.node('noise_tester')
+    images = ros_graph.collect(node, Image, TOPIC)
+    pub = node.create_publisher(JointState, 'joint_states', qos_profile_sensor_data)
+    ros_graph.wait_for_subscribers(pub)
+    ros_graph.wait_for_publishers(images.subscription)
+    first = pixels(publish_until_image(pub, images, joint_state(70))).astype(int)
+    second = pixels(publish_until_image(pub, images, joint_state(71))).astype(int)
+    diff = np.abs(first - second)
+    assert np.count_nonzero(diff) > diff.size // 2       # noise on most pixels
+    assert diff.mean() < 5.0                              # and only noise: same scene
 
 
 def test_missing_urdf_fails_at_start_naming_the_parameter(launcher, tmp_path):

@@ -52,6 +52,7 @@ class FakePolicy(Policy):
         self.mode_override: str | None = None
         self.resets = 0
         self.calls = 0
+        self.last_observation: Observation | None = None
         self._meta = PolicyMetadata(
             backend='fake', fingerprint=fingerprint({'config': path / 'fake.json'}),
             image_features=tuple(ImageFeature(c, h, w) for c, h, w in cfg['cameras']),
@@ -85,6 +86,7 @@ class FakePolicy(Policy):
 
     def predict_chunk(self, observation: Observation) -> np.ndarray:
         self.calls += 1
+        self.last_observation = observation
         mode = self.mode()
         h, a = self.cfg['chunk_length'], self.cfg['action_size']
         if mode == 'crash':

@@ -46,7 +46,7 @@ def params(**kw):
          'quest.grip_axes': [-1, -1], 'quest.trigger_axes': [-1, -1],
          'policy.backend': BACKEND, 'policy.isolated': False, 'policy.num_threads': 0,
          'policy.expected_fingerprint': '', 'max_age.camera': 0.2,
-         'max_age.joint_states': 0.1, 'max_age.quest': 0.2,
+         'max_age.joint_states': 0.1, 'max_age.quest': 0.2, 'max_clock_offset': 0.5,
          'cartesian.arms': ['arm'], 'cartesian.ee_frames': ['tool0'],
          'cartesian.gripper_joints': ['gripper'], 'urdf_path': str(URDF),
          'cartesian.camera_frames': [], 'cartesian.camera_poses': []}

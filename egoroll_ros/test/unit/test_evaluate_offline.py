@@ -109,7 +109,11 @@ def test_stale_camera_skips_queries_with_the_reason(setup):
     rep = run(tmp, tmp / 'bag', cfg, ck, 'o')
     # last frame at 0.4 s, max age 0.25 s: the queries at 0.7, 0.8, 0.9 and 1.0 s are skipped
     assert rep['queries'] == 11 and rep['decisions']['chunks'] == 7
-    assert rep['skipped'] == {'count': 4, 'reasons': {'stale input: camera/scene too old': 4}}
+    assert rep['skipped'] == {'count': 4, 'reasons': {'stale input: camera/scene no message': 4}}
+    # one stale stretch: from 0.4 + 0.25 s to the end of the bag
+    (st,) = rep['stale_stretches']
+    assert st == {'input': 'camera/scene', 'reason': 'no message', 'start': pytest.approx(0.65),
+                  'end': pytest.approx(1.0), 'open': True}
 
 
 def test_config_needs_a_topic_the_bag_lacks(setup):

@@ -1,0 +1,380 @@
+"""The safety gate's interlock: its decisions as a pure state machine (no rclpy, no messages).
+
+The ``safety_gate`` node feeds events (a chunk's verdict, a quest/joy sample, the watchdog
+timer with the joint_states receipt time, reset, confirm, stop, a goal's end) and executes the
+decisions that come back:
+
+- ``FORWARD``: send the decision's chunk to the executor as a goal.
+- ``CANCEL``: cancel every goal of the executor (it holds); goals still in flight must not run.
+- ``HOLD``: keep the chunk waiting for an operator confirmation (nothing moves meanwhile).
+- ``LATCH``: a latch was set (e-stop, fault, rollout stopped); the reason says which.
+- ``EXPIRE``: the chunk waiting for confirmation was dropped (timeout or a stop).
+
+Latches and what clears them:
+
+- **e-stop**: pressed on quest/joy; cleared by :meth:`Interlock.reset` once released.
+- **fault**: a rejected chunk under ``on_reject='hold'``; cleared by :meth:`Interlock.reset`.
+- **rollout stopped**: :meth:`Interlock.stop` (``policy/stop``, the Quest toggle, lifecycle
+  deactivate, a policy fault, ``safety/stop``). Cleared only by an ACCEPTED shadow chunk (the
+  preflight of a new rollout) whose sequence is newer than every sequence seen before the stop;
+  live chunks must then be newer than that shadow chunk. Reset does not clear it.
+
+Sequences: the last forwarded sequence survives :meth:`Interlock.reset`, because the executor
+refuses any goal not newer than the last one it accepted (``OLD_SEQUENCE``); forwarding one it
+will refuse would be a lie in the verdict.
+
+Every time given is a steady-clock time in seconds (``time.monotonic()``). Not thread-safe:
+the node calls it under one lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+import math
+from typing import Any
+
+from egoroll_ros.errors import ConfigError
+
+ON_REJECT = ('hold', 'skip')
+
+
+class Kind(str, Enum):
+    """What the node must do."""
+
+    FORWARD = 'forward'
+    CANCEL = 'cancel'
+    HOLD = 'hold'
+    LATCH = 'latch'
+    EXPIRE = 'expire'
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision: ``kind``, a human ``reason`` and, for FORWARD and HOLD, the chunk."""
+
+    kind: Kind
+    reason: str
+    chunk: Any = None
+
+
+@dataclass(frozen=True)
+class Block:
+    """Why a chunk that passed the checks is not forwarded (a node-stage violation)."""
+
+    check: str
+    value: float
+    limit: float
+    message: str
+
+
+@dataclass
+class ChunkOutcome:
+    """What the interlock made of one chunk: decisions and, when not forwarded, why."""
+
+    decisions: list[Decision] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def forwarded(self) -> bool:
+        """Whether a FORWARD decision was made."""
+        return any(d.kind is Kind.FORWARD for d in self.decisions)
+
+    @property
+    def held(self) -> bool:
+        """Whether the chunk now waits for confirmation."""
+        return any(d.kind is Kind.HOLD for d in self.decisions)
+
+
+@dataclass(frozen=True)
+class InterlockConfig:
+    """Switches of the interlock (names are the safety_gate parameter names).
+
+    Args:
+        require_deadman: motion needs the deadman held.
+        deadman_threshold: shown as the limit of a ``deadman`` block.
+        joy_timeout: s after which quest/joy is stale (the deadman counts as released).
+        max_joint_state_age: s; older joint_states cancel the running goal.
+        on_reject: ``hold`` (cancel and latch a fault) or ``skip`` (drop the chunk).
+        confirm_timeout: s a chunk waits for confirmation.
+    """
+
+    require_deadman: bool = True
+    deadman_threshold: float = 0.5
+    joy_timeout: float = 0.5
+    max_joint_state_age: float = 0.2
+    on_reject: str = 'hold'
+    confirm_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.on_reject not in ON_REJECT:
+            raise ConfigError(f"parameter 'on_reject': must be one of {ON_REJECT}, got "
+                              f'{self.on_reject!r}')
+        for name in ('joy_timeout', 'max_joint_state_age', 'confirm_timeout'):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0.0):
+                raise ConfigError(f"parameter '{name}': must be > 0, got {v}")
+
+
+#: Heartbeat states, most severe first (the first that applies is reported).
+STATE_ESTOP = 'estop'
+STATE_FAULT = 'fault'
+STATE_STOPPED = 'stopped'
+STATE_DEADMAN = 'deadman_released'
+STATE_OK = 'ok'
+
+
+class Interlock:
+    """The gate's latches, deadman, pending confirmation and sequence bookkeeping."""
+
+    def __init__(self, config: InterlockConfig) -> None:
+        self.config = config
+        self.estop = False
+        self.estop_down = False
+        self.fault: str | None = None
+        self.deadman_held = False
+        self.joy_time: float | None = None
+        self._prev_confirm = False
+        self.stopped: str | None = None   # rollout-stopped latch (reason), None: not stopped
+        self._stop_floor = -1             # a shadow chunk must be newer than this to clear it
+        self._start_floor = -1            # live chunks must be newer than this
+        self._max_seen = -1
+        self.last_forwarded: int | None = None
+        self.goal_sequence: int | None = None
+        self.epoch = 0                    # increments on every CANCEL
+        self._pending: tuple[Any, int, float] | None = None  # chunk, sequence, expiry
+        self._expired: int | None = None  # sequence whose confirmation expired last
+        self.stats = {'chunks': 0, 'accepted': 0, 'rejected': 0, 'needs_confirmation': 0,
+                      'forwarded': 0, 'stops': 0}
+
+    # ---- queries ---------------------------------------------------------------------------
+    @property
+    def goal_active(self) -> bool:
+        """Whether a forwarded goal may still be running."""
+        return self.goal_sequence is not None
+
+    @property
+    def pending_sequence(self) -> int | None:
+        """Sequence of the chunk waiting for confirmation, else None."""
+        return None if self._pending is None else self._pending[1]
+
+    @property
+    def pending_expires(self) -> float | None:
+        """Steady-clock time the waiting chunk's confirmation expires, else None."""
+        return None if self._pending is None else self._pending[2]
+
+    def state(self) -> str:
+        """The heartbeat state: estop, fault, stopped, deadman_released or ok."""
+        if self.estop:
+            return STATE_ESTOP
+        if self.fault is not None:
+            return STATE_FAULT
+        if self.stopped is not None:
+            return STATE_STOPPED
+        if self.config.require_deadman and not self.deadman_held:
+            return STATE_DEADMAN
+        return STATE_OK
+
+    def motion_allowed(self) -> bool:
+        """Whether the interlock would forward a good chunk now (the heartbeat carries it)."""
+        return self.state() == STATE_OK
+
+    def blocks(self, sequence: int, executor_ready: bool) -> list[Block]:
+        """Reasons not to forward a chunk with ``sequence`` that passed every check."""
+        out = []
+        if self.estop:
+            out.append(Block('estop', math.nan, math.nan,
+                             'estop: e-stop latched; call safety/reset'))
+        if self.fault is not None:
+            out.append(Block('latched_fault', math.nan, math.nan,
+                             f'latched_fault: {self.fault}; call safety/reset'))
+        if self.stopped is not None:
+            out.append(Block('rollout_stopped', float(sequence), float(self._stop_floor),
+                             f'rollout_stopped: {self.stopped}; run a new preflight (a shadow '
+                             f'chunk the gate accepts) and start'))
+        elif sequence <= self._start_floor:
+            out.append(Block('rollout_stopped', float(sequence), float(self._start_floor),
+                             f'rollout_stopped: sequence {sequence} is not newer than the '
+                             f'preflight {self._start_floor} that re-armed the gate'))
+        if self.config.require_deadman and not self.deadman_held:
+            out.append(Block('deadman', math.nan, self.config.deadman_threshold,
+                             'deadman: the Quest deadman is not held'))
+        if self.last_forwarded is not None and sequence <= self.last_forwarded:
+            out.append(Block('old_sequence', float(sequence), float(self.last_forwarded),
+                             f'old_sequence: {sequence} is not newer than the last forwarded '
+                             f'{self.last_forwarded}'))
+        if not executor_ready:
+            out.append(Block('executor_unavailable', math.nan, math.nan,
+                             'executor_unavailable: the execute_trajectory server is not '
+                             'available'))
+        return out
+
+    # ---- events ----------------------------------------------------------------------------
+    def _cancel(self, reason: str) -> list[Decision]:
+        """CANCEL (after EXPIRE of a chunk waiting for confirmation, if any)."""
+        out = self._drop_pending(reason)
+        self.epoch += 1
+        if self.goal_sequence is not None:
+            self.stats['stops'] += 1
+        self.goal_sequence = None
+        return out + [Decision(Kind.CANCEL, reason)]
+
+    def _drop_pending(self, reason: str) -> list[Decision]:
+        if self._pending is None:
+            return []
+        seq = self._pending[1]
+        self._pending = None
+        return [Decision(Kind.EXPIRE, f'chunk {seq} no longer waits for confirmation: '
+                                      f'{reason}')]
+
+    def joy(self, now: float, estop_down: bool, deadman_held: bool,
+            confirm_down: bool) -> tuple[list[Decision], bool]:
+        """A quest/joy sample. Returns the decisions and whether confirm was just pressed."""
+        out: list[Decision] = []
+        self.joy_time = now
+        self.estop_down = estop_down
+        if estop_down and not self.estop:
+            self.estop = True
+            out += self._cancel('e-stop pressed')
+            out.append(Decision(Kind.LATCH, 'e-stop latched until safety/reset'))
+        was = self.deadman_held
+        self.deadman_held = deadman_held
+        if self.config.require_deadman and was and not deadman_held:
+            out += self._cancel('deadman released')
+        rising = confirm_down and not self._prev_confirm
+        self._prev_confirm = confirm_down
+        return out, rising
+
+    def timer(self, now: float, joint_state_received: float | None) -> list[Decision]:
+        """The watchdog: stale quest/joy, stale joint_states, expired confirmation."""
+        out: list[Decision] = []
+        cfg = self.config
+        if cfg.require_deadman and self.deadman_held and (
+                self.joy_time is None or now - self.joy_time > cfg.joy_timeout):
+            self.deadman_held = False
+            out += self._cancel('quest/joy stale (deadman released)')
+        if self.goal_active and (joint_state_received is None
+                                 or now - joint_state_received > cfg.max_joint_state_age):
+            out += self._cancel('joint_states stale')
+        if self._pending is not None and now > self._pending[2]:
+            self._expired = self._pending[1]
+            out += self._drop_pending(f'not confirmed within {cfg.confirm_timeout:g} s')
+        return out
+
+    def chunk(self, now: float, chunk: Any, sequence: int, *, shadow: bool, rejected: bool,
+              real_rejection: bool, needs_confirmation: bool,
+              executor_ready: bool) -> ChunkOutcome:
+        """A checked chunk: forward, hold for confirmation, block, or cancel and latch.
+
+        Args:
+            now: steady-clock time.
+            chunk: the caller's chunk object, returned in FORWARD/HOLD decisions.
+            sequence: the chunk's sequence.
+            shadow: a shadow (preflight) chunk: never forwarded; accepted, it re-arms a
+                stopped rollout.
+            rejected: a hard check failed.
+            real_rejection: the rejection is about the chunk (not "the gate is not ready":
+                no robot model, no joint_states), so it may latch a fault.
+            needs_confirmation: only soft limits were crossed.
+            executor_ready: whether the executor's action server is available.
+        """
+        out = ChunkOutcome()
+        self.stats['chunks'] += 1
+        if shadow:
+            accepted = not rejected and not needs_confirmation
+            if accepted and self.stopped is not None and sequence > self._stop_floor:
+                self.stopped = None
+                self._start_floor = sequence
+            self._max_seen = max(self._max_seen, sequence)
+            return out
+        self._max_seen = max(self._max_seen, sequence)
+        if rejected:
+            self.stats['rejected'] += 1
+            hold = self.config.on_reject == 'hold'
+            if hold or not real_rejection:
+                out.decisions += self._cancel(f'chunk {sequence} rejected')
+            if hold and real_rejection and self.fault is None:
+                self.fault = f'chunk {sequence} rejected'
+                out.decisions.append(Decision(Kind.LATCH, f'fault latched: {self.fault}'))
+            return out
+        out.blocks = self.blocks(sequence, executor_ready)
+        if out.blocks:
+            return out
+        if needs_confirmation:
+            self.stats['needs_confirmation'] += 1
+            self._pending = (chunk, sequence, now + self.config.confirm_timeout)
+            self._expired = None
+            out.decisions.append(Decision(Kind.HOLD, f'chunk {sequence} waits for '
+                                                     'confirmation', chunk))
+            return out
+        self.stats['accepted'] += 1
+        out.decisions.append(self._forward(chunk, sequence))
+        return out
+
+    def _forward(self, chunk: Any, sequence: int) -> Decision:
+        self.last_forwarded = sequence
+        self.goal_sequence = sequence
+        self._pending = None
+        self.stats['forwarded'] += 1
+        return Decision(Kind.FORWARD, f'chunk {sequence} forwarded', chunk)
+
+    def take_pending(self, now: float) -> tuple[Any, str]:
+        """An operator confirmed: returns (the waiting chunk or None, why not)."""
+        pending, self._pending = self._pending, None
+        expired, self._expired = self._expired, None
+        if pending is None:
+            if expired is not None:
+                return None, f'the confirmation of chunk {expired} expired'
+            return None, 'no chunk is waiting for confirmation'
+        chunk, seq, expires = pending
+        if now > expires:
+            return None, f'the confirmation of chunk {seq} expired'
+        return chunk, ''
+
+    def confirmed(self, chunk: Any, sequence: int, *, rejected: bool,
+                  executor_ready: bool) -> ChunkOutcome:
+        """The confirmed chunk after its re-check: forward unless rejected or blocked."""
+        out = ChunkOutcome()
+        if rejected:
+            return out
+        out.blocks = self.blocks(sequence, executor_ready)
+        if not out.blocks:
+            out.decisions.append(self._forward(chunk, sequence))
+        return out
+
+    def stop(self, reason: str) -> list[Decision]:
+        """The rollout stopped: cancel, and forward nothing until a new preflight."""
+        out = self._cancel(f'rollout stopped: {reason}')
+        if self.stopped is None:
+            out.append(Decision(Kind.LATCH, f'rollout stopped: {reason}'))
+        self.stopped = reason
+        self._stop_floor = max(self._max_seen, self.last_forwarded or -1)
+        return out
+
+    def cancel(self, reason: str) -> list[Decision]:
+        """Cancel without latching (invalid robot model, shutdown)."""
+        return self._cancel(reason)
+
+    def goal_ended(self, sequence: int) -> None:
+        """The executor reported the end of goal ``sequence``."""
+        if self.goal_sequence == sequence:
+            self.goal_sequence = None
+
+    def goal_refused(self, sequence: int) -> None:
+        """The executor refused goal ``sequence`` (it never ran)."""
+        self.goal_ended(sequence)
+
+    def reset(self) -> tuple[bool, str]:
+        """``safety/reset``: clear the e-stop (once released) and the fault latch.
+
+        The rollout-stopped latch and the sequence floor stay (see the module docstring).
+        """
+        if self.estop and self.estop_down:
+            return False, 'e-stop still pressed'
+        was = [x for x in (('e-stop' if self.estop else ''), self.fault or '') if x]
+        self.estop = False
+        self.fault = None
+        msg = 'cleared: ' + ('; '.join(was) if was else 'nothing latched')
+        if self.stopped is not None:
+            msg += f' (the rollout stays stopped: {self.stopped}; preflight and start again)'
+        return True, msg

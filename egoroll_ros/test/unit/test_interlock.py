@@ -1,0 +1,212 @@
+"""The interlock core (core/interlock.py) by behaviour: every decision, every latch."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from egoroll_ros.core.interlock import (
+    STATE_DEADMAN,
+    STATE_ESTOP,
+    STATE_FAULT,
+    STATE_OK,
+    STATE_STOPPED,
+    Interlock,
+    InterlockConfig,
+    Kind,
+)
+from egoroll_ros.errors import ConfigError
+
+
+def kinds(decisions):
+    return [d.kind for d in decisions]
+
+
+def armed(**kw) -> Interlock:
+    il = Interlock(InterlockConfig(**kw))
+    il.joy(0.0, estop_down=False, deadman_held=True, confirm_down=False)
+    return il
+
+
+def good(il, seq, now=0.0, **kw):
+    args = dict(shadow=False, rejected=False, real_rejection=False, needs_confirmation=False,
+                executor_ready=True)
+    args.update(kw)
+    return il.chunk(now, f'chunk{seq}', seq, **args)
+
+
+def test_accepted_chunk_is_forwarded_with_its_chunk():
+    il = armed()
+    out = good(il, 1)
+    assert out.forwarded and out.decisions[0].chunk == 'chunk1'
+    assert il.goal_active and il.last_forwarded == 1
+
+
+def test_shadow_chunk_is_never_forwarded():
+    il = armed()
+    assert not good(il, 1, shadow=True).decisions
+
+
+def test_deadman_not_held_blocks_and_releasing_it_cancels():
+    il = Interlock(InterlockConfig())
+    out = good(il, 1)
+    assert not out.forwarded and [b.check for b in out.blocks] == ['deadman']
+    il.joy(0.0, False, True, False)
+    assert good(il, 2).forwarded
+    decisions, _ = il.joy(0.1, False, False, False)
+    assert Kind.CANCEL in kinds(decisions) and not il.goal_active
+    assert il.state() == STATE_DEADMAN
+
+
+def test_estop_cancels_latches_and_reset_needs_release():
+    il = armed()
+    good(il, 1)
+    decisions, _ = il.joy(0.1, True, True, False)
+    assert kinds(decisions) == [Kind.CANCEL, Kind.LATCH]
+    assert il.state() == STATE_ESTOP and not il.motion_allowed()
+    assert [b.check for b in good(il, 2).blocks] == ['estop']
+    ok, why = il.reset()
+    assert not ok and 'still pressed' in why
+    il.joy(0.2, False, True, False)
+    assert il.reset()[0]
+    assert good(il, 3).forwarded
+
+
+def test_rejection_under_hold_cancels_and_latches_a_fault():
+    il = armed()
+    good(il, 1)
+    out = good(il, 2, rejected=True, real_rejection=True)
+    assert kinds(out.decisions) == [Kind.CANCEL, Kind.LATCH]
+    assert il.state() == STATE_FAULT
+    assert [b.check for b in good(il, 3).blocks] == ['latched_fault']
+    assert il.reset()[0] and good(il, 4).forwarded
+
+
+def test_not_ready_rejection_cancels_without_a_fault():
+    il = armed()
+    out = good(il, 1, rejected=True, real_rejection=False)
+    assert kinds(out.decisions) == [Kind.CANCEL] and il.fault is None
+
+
+def test_skip_drops_a_rejected_chunk_and_lets_the_goal_run():
+    il = armed(on_reject='skip')
+    good(il, 1)
+    out = good(il, 2, rejected=True, real_rejection=True)
+    assert not out.decisions and il.goal_active and il.fault is None
+
+
+def test_soft_violation_holds_for_confirmation_then_forwards():
+    il = armed()
+    out = good(il, 1, needs_confirmation=True)
+    assert out.held and il.pending_sequence == 1
+    chunk, _ = il.take_pending(1.0)
+    assert chunk == 'chunk1'
+    assert il.confirmed(chunk, 1, rejected=False, executor_ready=True).forwarded
+
+
+def test_confirmation_expires_on_the_timer():
+    il = armed(confirm_timeout=1.0, joy_timeout=100.0)
+    good(il, 1, needs_confirmation=True)
+    assert kinds(il.timer(2.0, 2.0)) == [Kind.EXPIRE]
+    chunk, why = il.take_pending(2.0)
+    assert chunk is None and 'expired' in why
+
+
+def test_stale_joy_releases_the_deadman_and_cancels():
+    il = armed(joy_timeout=0.5)
+    good(il, 1)
+    assert Kind.CANCEL in kinds(il.timer(0.6, 0.6))
+    assert not il.deadman_held and not il.goal_active
+
+
+def test_stale_joint_states_cancel_a_running_goal_only():
+    il = armed(max_joint_state_age=0.2, joy_timeout=100.0)
+    assert il.timer(1.0, 0.0) == []            # nothing running: nothing to cancel
+    good(il, 1)
+    assert kinds(il.timer(1.0, 0.5)) == [Kind.CANCEL]
+    good(il, 2)
+    assert kinds(il.timer(1.0, None)) == [Kind.CANCEL]
+
+
+def test_stop_cancels_and_blocks_until_a_newer_accepted_shadow_chunk():
+    il = armed()
+    good(il, 5)
+    decisions = il.stop('policy/stop')
+    assert kinds(decisions) == [Kind.CANCEL, Kind.LATCH] and il.state() == STATE_STOPPED
+    assert [b.check for b in good(il, 6).blocks] == ['rollout_stopped']
+    # A shadow chunk older than the stop (a late preflight) does not re-arm; a rejected one
+    # does not either.
+    good(il, 4, shadow=True)
+    good(il, 7, shadow=True, rejected=True, real_rejection=True)
+    assert il.state() == STATE_STOPPED
+    il.reset()
+    assert il.state() == STATE_STOPPED          # reset does not clear a stop
+    good(il, 8, shadow=True)
+    assert il.state() == STATE_OK
+    assert [b.check for b in good(il, 8).blocks] == ['rollout_stopped']  # not past preflight
+    assert good(il, 9).forwarded
+
+
+def test_executor_unavailable_is_the_reason_in_the_verdict():
+    il = armed()
+    out = good(il, 1, executor_ready=False)
+    assert not out.forwarded and [b.check for b in out.blocks] == ['executor_unavailable']
+    assert good(il, 2).forwarded
+
+
+def test_reset_keeps_the_sequence_floor_the_executor_enforces():
+    il = armed()
+    good(il, 10)
+    il.joy(0.1, True, True, False)
+    il.joy(0.2, False, True, False)
+    assert il.reset()[0]
+    out = good(il, 10)
+    assert not out.forwarded and [b.check for b in out.blocks] == ['old_sequence']
+
+
+def test_confirm_edge_is_reported_once_per_press():
+    il = armed()
+    edges = [il.joy(0.0, False, True, c)[1] for c in (True, True, False, True)]
+    assert edges == [True, False, False, True]
+
+
+def test_every_cancel_bumps_the_epoch():
+    il = armed()
+    e = il.epoch
+    il.stop('x')
+    il.cancel('y')
+    assert il.epoch == e + 2
+
+
+def test_config_refuses_bad_values_naming_the_parameter():
+    with pytest.raises(ConfigError, match='on_reject'):
+        InterlockConfig(on_reject='maybe')
+    with pytest.raises(ConfigError, match='joy_timeout'):
+        InterlockConfig(joy_timeout=0.0)
+
+
+@pytest.mark.race
+def test_stop_race_no_forward_after_stop_10000_random_interleavings():
+    """A stop at a random point in a stream of chunks: after it, nothing is forwarded until
+    an accepted shadow chunk newer than everything before the stop; 10,000 repetitions."""
+    rng = random.Random(13)
+    for _ in range(10_000):
+        il = armed()
+        seq = 0
+        stopped_at = rng.randrange(1, 20)
+        for i in range(30):
+            seq += 1
+            if i == stopped_at:
+                floor = seq - 1
+                il.stop('race')
+                assert not il.goal_active
+            out = good(il, seq, shadow=rng.random() < 0.05 and i < stopped_at)
+            if i >= stopped_at:
+                assert not out.forwarded
+        late_shadow = rng.randrange(0, floor + 1)    # a delayed preflight of before the stop
+        good(il, late_shadow, shadow=True)
+        assert il.state() == STATE_STOPPED
+        seq += 1
+        good(il, seq, shadow=True)
+        assert good(il, seq + 1).forwarded
