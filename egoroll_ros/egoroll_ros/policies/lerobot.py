@@ -281,9 +281,11 @@ class LeRobotPolicy(Policy):
                 'files': sorted(p.name for role, p in parts.items()
                                 if role.startswith('processor'))})
         seed = options.get('seed')
-        return cls(root, meta, torch, policy, pre, post, device, keys, env_extras, task,
-                   str(options.get('robot_type') or ''), n_action, history,
-                   None if seed is None else int(seed))
+        loaded = cls(root, meta, torch, policy, pre, post, device, keys, env_extras, task,
+                     str(options.get('robot_type') or ''), n_action, history,
+                     None if seed is None else int(seed))
+        loaded.warm_up()
+        return loaded
 
     @property
     def metadata(self) -> PolicyMetadata:
@@ -294,6 +296,30 @@ class LeRobotPolicy(Policy):
     def torch_threads(self) -> int:
         """torch's intra-op thread count in this process."""
         return int(self._torch.get_num_threads())
+
+    def warm_up(self) -> None:
+        """One inference on a blank observation, then :meth:`reset`: the first call through
+        torch is several times slower than the next (lazy initialisation), and a preflight
+        chunk must not arrive late because of it.
+
+        Raises:
+            CheckpointError: the policy cannot run on an observation of its declared shape.
+        """
+        m = self._meta
+        blank = Observation(
+            images={f.camera: np.zeros((f.height, f.width, 3), np.uint8)
+                    for f in m.image_features},
+            state=np.zeros(m.state_size),
+            extras={e: np.zeros(EXTRA_FEATURES[e]) for e in self._env_extras})
+        try:
+            chunk = self.predict_chunk(blank)
+        except PolicyError as exc:
+            raise CheckpointError(f'{self._root}: the policy fails on an observation of its '
+                                  f'declared shape: {exc}') from None
+        if chunk.shape != (m.chunk_length, m.action_size):
+            raise CheckpointError(f'{self._root}: the pipeline returns a {chunk.shape} chunk, '
+                                  f'expected {(m.chunk_length, m.action_size)}')
+        self.reset()
 
     def reset(self) -> None:
         """Reset the policy and both pipelines (as LeRobot's loop does per episode)."""
