@@ -73,7 +73,9 @@ class Bench:
         self.exe = SingleThreadedExecutor(context=self.ctx)  # as the installed node spins
         self.server = ts.TrajectoryServer(context=self.ctx, parameter_overrides=_params(dict(
             joints=J, control_rate=rate, max_velocity=[2.0] * 8, max_acceleration=[20.0] * 8,
-            state_timeout=1.0, feedback_rate=10.0, planned_rate=5.0)))
+            state_timeout=1.0, feedback_rate=10.0, planned_rate=5.0,
+            heartbeat_timeout=0.0, command_timeout=0.0, max_late_ticks=0,  # executor alone
+            allowed_sources=[])))
         self.sim = SimRobot(context=self.ctx, parameter_overrides=_params(dict(
             joints=J, max_velocity=[5.0] * 8, rate=100.0))) if sim_in_process else None
         self.node = Node('bench_client', context=self.ctx)

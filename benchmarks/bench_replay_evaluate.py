@@ -5,10 +5,11 @@
    ``share/egoroll_ros/policies/demo`` (or, when it is not installed yet, a freshly trained
    egoroll_act of the same input/output shape, said so in the output), the installed
    policy_node and safety_gate configs.
-2. replay's sustainable rate: the installed ``egoroll replay`` publishing 640x480 rgb8 images
-   at 30 Hz plus joint_states at 500 Hz into subscribers in this process, at increasing
-   ``--rate``; a rate is sustained when every message arrives and the whole episode takes at
-   most 5 % longer than scheduled.
+2. replay's sustainable rate: the installed ``egoroll replay`` publishing two cameras of
+   640x480 rgb8 images at 30 Hz plus joint_states at 500 Hz into subscribers in this process
+   (rclpy messages, as a node receives them), at increasing ``--rate``; a rate is sustained
+   when every message arrives and the whole episode takes at most 5 % longer than scheduled.
+   The issue asks for at least 3x.
 
 Usage: ``tools/in_env.sh python benchmarks/bench_replay_evaluate.py [--seconds S]``.
 """
@@ -71,60 +72,86 @@ def bench_evaluate(seconds: float) -> None:
               f"{lat['median'] * 1e3:.1f} ms, p95 {lat['p95'] * 1e3:.1f} ms (1 torch thread)")
 
 
-def bench_replay(seconds: float, rates: list[float]) -> None:
+class _Sink:
+    """Counts what arrives on one topic (receipt times), as CDR payloads (``raw``) or as
+    rclpy messages; KEEP_ALL reliable, so a slow sink slows the publisher, never drops."""
+
+    def __init__(self, node, msg_type, topic: str, raw: bool) -> None:  # noqa: ANN001
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+        self.received: list[float] = []
+        qos = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
+        node.create_subscription(msg_type, topic, lambda m: self.received.append(
+            time.monotonic()), qos, raw=raw)
+
+
+def _replay_once(ep, rate: float, raw: bool) -> tuple[bool, str]:  # noqa: ANN001
     from sensor_msgs.msg import Image, JointState
 
-    from egoroll_ros.bag.synth import write_episode
     from egoroll_ros.ros.graph import RosGraph
     from egoroll_ros.ros.processes import executable_path
 
+    n_js, n_img = len(ep.js_times), len(ep.image_times)
+    graph = RosGraph(num_threads=1)
+    try:
+        node = graph.node('bench_sink')
+        sinks = [_Sink(node, JointState, 'joint_states', raw),
+                 _Sink(node, Image, 'camera/scene/image_raw', raw),
+                 _Sink(node, Image, 'camera/wrist/image_raw', raw)]
+        want_n = [n_js, n_img, n_img]
+        t0 = time.monotonic()
+        res = subprocess.run([executable_path('egoroll'), 'replay', str(ep.path),
+                              '--rate', str(rate), '--wait-for-subscribers', '20'],
+                             capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            return False, f'egoroll replay failed: {res.stderr.strip()}'
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and any(
+                len(s.received) < n for s, n in zip(sinks, want_n, strict=True)):
+            time.sleep(0.05)
+        got = [len(s.received) for s in sinks]
+        span = max(s.received[-1] for s in sinks) - min(s.received[0] for s in sinks) \
+            if all(got) else float('nan')
+        late = re.search(r'latest publish ([0-9.]+) ms', res.stderr)
+        want = (ep.js_times[-1] - ep.js_times[0]) / rate
+        ok = got == want_n and span <= 1.05 * want
+        return ok, (f'{got[0]}/{n_js} joint_states, {got[1] + got[2]}/{2 * n_img} images; '
+                    f'took {span:.2f} s (scheduled {want:.2f} s, x{want / span * rate:.2f} '
+                    f"real time); worst publish lateness {late.group(1) if late else '?'} ms "
+                    f"-> {'OK' if ok else 'NOT sustained'} ({time.monotonic() - t0:.1f} s)")
+    finally:
+        graph.close()
+
+
+def bench_replay(seconds: float, rates: list[float]) -> None:
+    """Largest sustained ``--rate``, with a raw (CDR) sink and with an rclpy-message sink."""
+    from egoroll_ros.bag.synth import write_episode
+
     with tempfile.TemporaryDirectory() as d:
         ep = write_episode(Path(d) / 'big', 'mcap', duration=seconds, joint_rate=500.0,
-                           camera_rate=30.0, image_size=(480, 640))
-        n_js, n_img = len(ep.js_times), len(ep.image_times)
-        print(f'replay: {seconds:g} s of 640x480 rgb8 at 30 Hz ({n_img} images) + joint_states '
-              f'at 500 Hz ({n_js}); subscribers in one other process')
-        best = None
-        for rate in rates:
-            graph = RosGraph(num_threads=1)
-            try:
-                node = graph.node('bench_sink')
-                js = graph.collect(node, JointState, 'joint_states', 1000)
-                img = graph.collect(node, Image, 'camera/scene/image_raw', 100)
-                t0 = time.monotonic()
-                res = subprocess.run([executable_path('egoroll'), 'replay', str(ep.path),
-                                      '--rate', str(rate), '--wait-for-subscribers', '20'],
-                                     capture_output=True, text=True, timeout=600)
-                deadline = time.monotonic() + 5.0
-                while time.monotonic() < deadline and (len(js.messages) < n_js or
-                                                       len(img.messages) < n_img):
-                    time.sleep(0.05)
-                got_js, got_img = len(js.messages), len(img.messages)
-                span = max(js.received[-1], img.received[-1]) - min(js.received[0],
-                                                                     img.received[0]) \
-                    if got_js and got_img else float('nan')
-                late = re.search(r'latest publish ([0-9.]+) ms', res.stderr)
-                want = seconds / rate
-                ok = got_js == n_js and got_img == n_img and span <= 1.05 * want
-                print(f'  --rate {rate:g}: received {got_js}/{n_js} joint_states, '
-                      f'{got_img}/{n_img} images; episode took {span:.2f} s (scheduled '
-                      f'{want:.2f} s); worst publish lateness '
-                      f"{late.group(1) if late else '?'} ms -> {'OK' if ok else 'NOT sustained'}"
-                      f' ({time.monotonic() - t0:.1f} s)')
-                if ok:
-                    best = rate
-                else:
+                           camera=('scene', 'wrist'), camera_rate=30.0, image_size=(480, 640))
+        print(f'replay: {seconds:g} s of two 640x480 rgb8 cameras at 30 Hz '
+              f'({2 * len(ep.image_times)} images) + joint_states at 500 Hz '
+              f'({len(ep.js_times)}); subscribers in one other process, KEEP_ALL reliable')
+        best: dict[str, float | None] = {}
+        for raw in (True, False):
+            kind = 'raw CDR sink' if raw else 'rclpy message sink'
+            best[kind] = None
+            for rate in rates:
+                ok, line = _replay_once(ep, rate, raw)
+                print(f'  {kind}, --rate {rate:g}: {line}')
+                if not ok:
                     break
-            finally:
-                graph.close()
-        print(f'replay: sustainable rate {best}x ' + json.dumps({'largest_rate_ok': best}))
+                best[kind] = rate
+        print('replay: largest rate sustained ' + ', '.join(
+            f'{k} {v}x' for k, v in best.items()) + ' ' + json.dumps(
+            {'largest_rate_ok': best}))
 
 
 def main() -> None:
     """Run both benchmarks."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--seconds', type=float, default=10.0, help='episode length (s)')
-    ap.add_argument('--rates', type=float, nargs='+', default=[1.0, 2.0, 4.0, 8.0])
+    ap.add_argument('--rates', type=float, nargs='+', default=[1.0, 2.0, 3.0, 4.0, 6.0, 8.0])
     ap.add_argument('--skip-evaluate', action='store_true')
     ap.add_argument('--skip-replay', action='store_true')
     args = ap.parse_args()

@@ -23,6 +23,7 @@ setup(
         data_dir('launch/*.py', 'launch'),
         data_dir('config/*.yaml', 'config'),
         data_dir('config/*.rviz', 'config'),
+        data_dir('config/*.xml', 'config'),
         data_dir('urdf/*.urdf', 'urdf'),
         data_dir('policies/demo/*', 'policies/demo'),
     ],
@@ -41,6 +42,7 @@ setup(
             'safety_gate = egoroll_ros.nodes.safety_gate:main',
             'policy_node = egoroll_ros.nodes.policy_node:main',
             'sim_camera = egoroll_ros.nodes.sim_camera:main',
+            'episode_recorder = egoroll_ros.nodes.episode_recorder:main',
         ],
         # Policy backends; other packages add theirs to this group.
         'egoroll_ros.policies': [

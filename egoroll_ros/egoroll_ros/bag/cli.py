@@ -83,6 +83,62 @@ def add_evaluate_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
+def add_record_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``egoroll record`` to the subparsers ``sub``."""
+    p = sub.add_parser(
+        'record', help='record each rollout as an episode bag',
+        description='Run the episode_recorder node: every rollout of policy_node (preflight '
+        'to stop) becomes <out>/episode_<NNNN>, an mcap bag with the inputs, chunks, status, '
+        'verdicts, commanded joints, /diagnostics, the policy fingerprint and the full '
+        'configuration; the operator marks success/failure with record/mark_success, '
+        'record/mark_failure (std_srvs/Trigger) or Quest buttons. Ctrl-C closes the open '
+        'episode.')
+    p.add_argument('--out', type=Path, required=True, help='directory of the episodes')
+    p.add_argument('--config', type=Path, default=None,
+                   help='policy_node parameters YAML: its cameras are recorded, and it is '
+                   'stored in every episode')
+    p.add_argument('--gate-config', type=Path, default=None,
+                   help='safety_gate parameters YAML, stored in every episode')
+    p.add_argument('--namespace', default='', help='namespace of the rollout graph')
+    p.add_argument('--outcome-window', type=float, default=10.0,
+                   help='seconds after a stop to wait for the success/failure mark')
+    p.add_argument('--success-button', type=int, default=-1, help='Quest Joy button: success')
+    p.add_argument('--failure-button', type=int, default=-1, help='Quest Joy button: failure')
+    p.add_argument('--extra-topics', nargs='+', default=[], metavar='TOPIC:TYPE',
+                   help='more topics to record (e.g. /safety/interlock:std_msgs/msg/String)')
+    p.set_defaults(func=run_record)
+    return p
+
+
+def run_record(args: argparse.Namespace) -> int:
+    """Run ``egoroll record`` until Ctrl-C; the node's exit status."""
+    from egoroll_ros.nodes.episode_recorder import main as recorder_main
+    from egoroll_ros.nodes.policy_node import PARAMS as POLICY_PARAMS
+    from egoroll_ros.ros.params import params_from_yaml
+
+    ros = ['--ros-args', '-p', f'out_dir:={args.out}',
+           '-p', f'outcome_window:={float(args.outcome_window)}',
+           '-p', f'quest.success_button:={args.success_button}',
+           '-p', f'quest.failure_button:={args.failure_button}']
+    files = [str(f) for f in (args.config, args.gate_config) if f is not None]
+    if files:
+        ros += ['-p', f"config_files:=[{','.join(repr(f) for f in files)}]"]
+    if args.config is not None:
+        # the cameras are what matters here; a recorder needs no joints or policy
+        pp = params_from_yaml(args.config, 'policy_node', POLICY_PARAMS,
+                              {'joints': ['_recorder']})
+        if pp['cameras.names']:
+            ros += ['-p', f"cameras.names:=[{','.join(pp['cameras.names'])}]"]
+        if pp['cameras.compressed']:
+            ros += ['-p', 'cameras.compressed:=[' + ','.join(
+                str(bool(c)).lower() for c in pp['cameras.compressed']) + ']']
+    if args.extra_topics:
+        ros += ['-p', f"extra_topics:=[{','.join(args.extra_topics)}]"]
+    if args.namespace:
+        ros += ['-r', f"__ns:=/{args.namespace.strip('/')}"]
+    return recorder_main(ros)
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     """Run ``egoroll evaluate``; 0, or 1 on a regression against the baseline."""
     from egoroll_ros.bag.evaluate import EvaluateOptions, evaluate, summary_lines
@@ -105,6 +161,25 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 1 if cmp_ is not None and cmp_['regressions'] else 0
 
 
+def _fast_dds_profile() -> None:
+    """Point Fast DDS at the replay's writer profile (a 20 ms heartbeat, see
+    ``config/replay_fastdds.xml``) unless the user chose a profile file; before rclpy.init,
+    in this process only. Other RMWs ignore it."""
+    import os
+
+    if os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE') or \
+            os.environ.get('FASTRTPS_DEFAULT_PROFILES_FILE'):
+        return
+    from ament_index_python.packages import get_package_share_directory
+    xml = Path(get_package_share_directory('egoroll_ros')) / 'config' / 'replay_fastdds.xml'
+    if xml.is_file():
+        # Fast DDS 2 (Humble, Iron, Jazzy) reads the old name; Fast DDS 3 (Kilted) the new one
+        # and warns about the old one.
+        old = os.environ.get('ROS_DISTRO', '') in ('humble', 'iron', 'jazzy')
+        os.environ['FASTRTPS_DEFAULT_PROFILES_FILE' if old else
+                   'FASTDDS_DEFAULT_PROFILES_FILE'] = str(xml)
+
+
 def run_replay(args: argparse.Namespace) -> int:
     """Run ``egoroll replay``; 0 when every message was published, 130 on Ctrl-C."""
     import rclpy
@@ -117,6 +192,7 @@ def run_replay(args: argparse.Namespace) -> int:
                          loop=args.loop, topics=tuple(args.topics) if args.topics else None,
                          remap=parse_remaps(args.remap))
     show = args.progress == 'on' or (args.progress == 'auto' and sys.stderr.isatty())
+    _fast_dds_profile()
     context = rclpy.Context()
     try:
         from rclpy.signals import SignalHandlerOptions

@@ -52,15 +52,10 @@ from egoroll_ros.bag.report import (
     plot_chunks,
     plot_rejections,
 )
-from egoroll_ros.core.cartesian import cartesian_config_from_params, check_cartesian
-from egoroll_ros.core.frames import quat_to_matrix
-from egoroll_ros.core.gate import check, config_from_params
+from egoroll_ros.core.cartesian import cartesian_config_from_params
+from egoroll_ros.core.gate import config_from_params
 from egoroll_ros.core.gate import prepare as prepare_limits
 from egoroll_ros.core.inference import (
-    make_cartesian_chunk,
-    make_chunk,
-    predict_cartesian,
-    predict_positions,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -74,6 +69,7 @@ from egoroll_ros.core.observation import (
 )
 from egoroll_ros.core.policy import PolicyError
 from egoroll_ros.core.robot_model import RobotModel
+from egoroll_ros.core.step import rollout_step
 from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryError
 from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.images import prepare_image
@@ -293,7 +289,8 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
     from egoroll_ros.ros import convert
     from egoroll_ros.ros.bagio import typestore
 
-    policy, builder, runtime = loaded.policy, loaded.builder, loaded.cartesian
+    policy, builder, space = loaded.policy, loaded.builder, loaded.space
+    runtime = loaded.cartesian  # the report adds Cartesian errors
     gate_cfg, cart_cfg = gate_cfgs
     needs = _needs(setup, builder, opts.namespace)
     bag.require({topic: [mtype] for topic, mtype in needs.values()})
@@ -352,13 +349,8 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         nonlocal queries
         queries += 1
         now = t_ns * 1e-9
-        t0 = time.perf_counter()
         try:
-            obs = builder.build(inputs, now, now)
-            if runtime is not None:
-                targets = predict_cartesian(policy, obs, runtime)
-            else:
-                positions = predict_positions(policy, obs, setup.continuous_columns)
+            step = rollout_step(builder, inputs, space, now, now, sequence=len(records) + 1)
         except StaleInputError as exc:
             stretches.update(exc.stale, now)
             key = 'stale input: ' + ', '.join(f'{s.name} {s.reason}' for s in exc.stale)
@@ -374,26 +366,13 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
             inference_errors.append(f't={now - bag.info.start_ns * 1e-9:.3f}s: {exc}')
             return
         stretches.update([], now)
-        latency = time.perf_counter() - t0
+        latency, chunk = step.latency, step.chunk
         js = inputs.get(JOINT_STATES)
-        cart = None
-        if runtime is not None:
-            chunk = make_cartesian_chunk(meta, targets, now, latency, sequence=len(records) + 1)
-            outcome = check_cartesian(chunk, js.value if js is not None else None, model,
-                                      gate_cfg, cart_cfg, now, now)
-            verdict = outcome.verdict
-            positions = None if outcome.ik_chunk is None else \
-                np.asarray(outcome.ik_chunk.trajectory.positions)
-            chunk_msg = convert.cartesian_chunk_to_msg(chunk)
-            cart = (np.stack([np.asarray(a.positions, float) for a in targets]),
-                    np.stack([quat_to_matrix(np.asarray(a.quaternions, float))
-                              for a in targets]))
-        else:
-            chunk = make_chunk(meta, joints, positions, now, latency,
-                               sequence=len(records) + 1)
-            verdict = check(chunk, js.value if js is not None else None, model, gate_cfg,
-                            now=now, steady_now=now)
-            chunk_msg = convert.chunk_to_msg(chunk)
+        outcome = space.check(chunk, js.value if js is not None else None, model, gate_cfg,
+                              cart_cfg, now, now)
+        verdict, positions = outcome.verdict, outcome.joint_positions
+        cart = space.ee_targets(step.output)
+        chunk_msg = convert.any_chunk_to_msg(chunk)
         verdict_msg = convert.verdict_to_msg(verdict, chunk_msg, convert.sec_to_time(now), False)
         for conn, msg in ((conn_chunk, chunk_msg), (conn_verdict, verdict_msg)):
             writer.write(conn, t_ns, store.serialize_cdr(to_rosbags(msg, store), conn.msgtype))

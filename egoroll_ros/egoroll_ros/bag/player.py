@@ -16,7 +16,7 @@ import time
 from typing import Any, TextIO
 
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from egoroll_ros.bag.reader import BagReader
 from egoroll_ros.bag.replay import ReplayOptions, Schedule, topic_map
@@ -58,9 +58,16 @@ class Player:
         self.publishers: dict[str, Any] = {}
         for src, dst in self.topics.items():
             info = self.info.topics[src]
-            qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL
-                             if info.transient_local else DurabilityPolicy.VOLATILE)
+            if info.transient_local:
+                qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                                 durability=DurabilityPolicy.TRANSIENT_LOCAL)
+            else:
+                # KEEP_ALL: a sample the transport has not delivered yet is never replaced by
+                # a newer one (KEEP_LAST 100 lost joint_states at 500 Hz x 2 while images
+                # were in flight); a subscriber that cannot keep up slows publish instead.
+                qos = QoSProfile(history=HistoryPolicy.KEEP_ALL,
+                                 reliability=ReliabilityPolicy.RELIABLE,
+                                 durability=DurabilityPolicy.VOLATILE)
             if dst not in self.publishers:
                 self.publishers[dst] = node.create_publisher(message_class(info.msgtype), dst,
                                                              qos)

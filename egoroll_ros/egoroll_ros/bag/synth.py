@@ -70,7 +70,7 @@ class Episode:
         js_times: (N,) receive times of the joint_states messages (s).
         positions: (N, J) recorded positions.
         velocity: (J,) the constant joint velocity of the episode (rad/s, m/s).
-        image_times: receive times of the camera frames (s).
+        image_times: receive times of the frames of each camera (s; all cameras share them).
         joy_times: receive times of the quest/joy messages (s).
         start: time of the first message (s).
     """
@@ -98,15 +98,17 @@ def _image(height: int, width: int, k: int, encoding: str) -> Any:
 
 def episode_messages(duration: float = 1.0, *, joints: Sequence[str] = DEMO_JOINTS,
                      start: Sequence[float] = HOME, velocity: Sequence[float] | None = None,
-                     joint_rate: float = 100.0, camera: str | None = 'scene',
+                     joint_rate: float = 100.0,
+                     camera: str | Sequence[str] | None = 'scene',
                      camera_rate: float = 10.0, image_size: tuple[int, int] = (24, 32),
                      encoding: str = 'rgb8', joy_rate: float = 0.0,
                      robot_description: str | None = None,
                      t0_ns: int = T0_NS) -> tuple[list[tuple[str, str, int, Any]], Episode]:
     """Messages of a synthetic episode (in receive-time order) and its description.
 
-    The joints move at constant ``velocity`` from ``start``; the camera publishes a moving
-    pattern; quest/joy (when ``joy_rate`` > 0) holds the deadman (axis 3 = 1.0).
+    The joints move at constant ``velocity`` from ``start``; each camera (``camera``: one
+    name or several) publishes a moving pattern at ``camera_rate``; quest/joy (when
+    ``joy_rate`` > 0) holds the deadman (axis 3 = 1.0).
     """
     from sensor_msgs.msg import JointState, Joy
     from std_msgs.msg import String
@@ -138,17 +140,19 @@ def episode_messages(duration: float = 1.0, *, joints: Sequence[str] = DEMO_JOIN
         js_t.append(t * 1e-9)
         js_q.append(q)
     img_t = []
-    if camera:
+    cams = [] if not camera else [camera] if isinstance(camera, str) else list(camera)
+    for c, name in enumerate(cams):
         for k, t in enumerate(times(camera_rate)):
-            msg = _image(image_size[0], image_size[1], k, encoding)
+            msg = _image(image_size[0], image_size[1], k + 1000 * c, encoding)
             msg.header.stamp = sec_to_time(t * 1e-9)
-            out.append((t, 2, f'/camera/{camera}/image_raw', 'sensor_msgs/msg/Image', msg))
-            img_t.append(t * 1e-9)
+            out.append((t, 2 + c, f'/camera/{name}/image_raw', 'sensor_msgs/msg/Image', msg))
+            if c == 0:
+                img_t.append(t * 1e-9)
     joy_t = []
     for t in times(joy_rate):
         msg = Joy(axes=[0.0, 0.0, 0.0, 1.0, 0.0, 0.0], buttons=[0, 0, 0, 0])
         msg.header.stamp = sec_to_time(t * 1e-9)
-        out.append((t, 3, '/quest/joy', 'sensor_msgs/msg/Joy', msg))
+        out.append((t, 2 + max(1, len(cams)), '/quest/joy', 'sensor_msgs/msg/Joy', msg))
         joy_t.append(t * 1e-9)
     out.sort(key=lambda m: (m[0], m[1]))
     ep = Episode(Path(), joints, np.array(js_t), np.array(js_q).reshape(len(js_t), len(joints)),

@@ -39,7 +39,8 @@ CODES: dict[str, int] = {
     'NON_FINITE': -4, 'TIME_NOT_INCREASING': -5, 'EMPTY_TRAJECTORY': -6, 'OLD_SEQUENCE': -7,
     'TRAJECTORY_IN_PAST': -8, 'NO_STATE': -9, 'STALE_STATE': -10, 'PREEMPTED': -11,
     'CANCELED': -12, 'PATH_TOLERANCE_VIOLATED': -13, 'GOAL_TOLERANCE_VIOLATED': -14,
-    'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17,
+    'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17, 'HEARTBEAT_LOST': -18,
+    'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21,
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
@@ -75,6 +76,14 @@ class ExecutorConfig:
     idle_output: str = 'hold'
     interpolation: str = 'auto'
     blend_time: float = 0.0
+    #: Supervision (see :meth:`ExecutorCore.supervise`): s without an interlock heartbeat
+    #: after which goals abort HEARTBEAT_LOST and new ones are refused; 0 = not supervised.
+    heartbeat_timeout: float = 0.0
+    #: Consecutive missed control deadlines that abort the goal DEADLINE_MISSED; 0 = off.
+    max_late_ticks: int = 0
+    #: Per-joint position limits checked on every setpoint (both empty: unchecked).
+    position_lower: tuple[float, ...] = ()
+    position_upper: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         joints = tuple(self.joints)
@@ -113,6 +122,24 @@ class ExecutorConfig:
             raise ConfigError(f"parameter 'idle_output': must be one of {IDLE_OUTPUTS}")
         if self.interpolation not in INTERPOLATIONS:
             raise ConfigError(f"parameter 'interpolation': must be one of {INTERPOLATIONS}")
+        if not (math.isfinite(self.heartbeat_timeout) and self.heartbeat_timeout >= 0.0):
+            raise ConfigError("parameter 'heartbeat_timeout': must be >= 0 (0 = off)")
+        lo, hi = tuple(map(float, self.position_lower)), tuple(map(float, self.position_upper))
+        object.__setattr__(self, 'position_lower', lo)
+        object.__setattr__(self, 'position_upper', hi)
+        if lo or hi:
+            for name, vals in (('position_lower', lo), ('position_upper', hi)):
+                if len(vals) != n:
+                    raise ConfigError(f"parameter '{name}': needs one value per joint ({n}), "
+                                      f'got {len(vals)}')
+                if not all(math.isfinite(v) for v in vals):
+                    raise ConfigError(f"parameter '{name}': values must be finite")
+            bad = [j for j, a, b in zip(joints, lo, hi, strict=True) if not a < b]
+            if bad:
+                raise ConfigError(f"parameters 'position_lower'/'position_upper': lower must "
+                                  f'be below upper for {", ".join(bad)}')
+        if int(self.max_late_ticks) != self.max_late_ticks or self.max_late_ticks < 0:
+            raise ConfigError("parameter 'max_late_ticks': must be an integer >= 0 (0 = off)")
 
     @property
     def period(self) -> float:
@@ -202,6 +229,19 @@ def validate_goal(traj: JointTrajectoryData, sequence: int, source: str, *,
                      accelerations=cols(traj.accelerations), received=mono_now)
 
 
+def source_error(source: str, allowed: set[str] | frozenset[str]) -> TrajectoryError | None:
+    """``SOURCE_REFUSED`` unless ``source`` is one of ``allowed`` (empty: any source).
+
+    A goal's ``source`` is what its sender wrote: this catches a wrong or forgotten client
+    (a test script, a second gate), not a deliberate attacker; only SROS2 access control can
+    keep other nodes off the action (docs/executor.md).
+    """
+    if not allowed or source in allowed:
+        return None
+    return TrajectoryError('SOURCE_REFUSED', f"goal source '{source}' is not an allowed source "
+                           f'({", ".join(sorted(allowed))}); parameter allowed_sources')
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How a goal ended. ``key`` is the caller's handle for the goal."""
@@ -288,6 +328,8 @@ class ExecutorCore:
         self.last_error = ''
         self.late_ticks = 0
         self.ticks = 0
+        self._heartbeat: tuple[float, bool, str] | None = None   # received, allowed, state
+        self._consecutive_late = 0
 
     # ----- inputs -------------------------------------------------------------------------
     @property
@@ -366,11 +408,14 @@ class ExecutorCore:
     def tick(self, now: float) -> TickResult:
         """Advance to steady-clock time ``now`` and return the setpoint to publish."""
         self.ticks += 1
+        self.supervise(now)
         if self._pending is not None:
             self._adopt(now)
         if self._active is not None:
             self._watchdogs(now)
         setpoint = self._sample(now)
+        if setpoint is not None:
+            setpoint = self._check_position_limits(now, setpoint)
         feedback = None
         if self._active is not None and setpoint is not None:
             setpoint = self._check_tracking(now, setpoint)
@@ -393,10 +438,62 @@ class ExecutorCore:
         """Count control deadlines that were missed."""
         self.late_ticks += missed
 
+    # ----- supervision: interlock heartbeat, deadlines (separate from sampling/splicing) --
+    def update_heartbeat(self, received: float, motion_allowed: bool, state: str) -> None:
+        """An interlock heartbeat arrived at steady-clock time ``received``."""
+        self._heartbeat = (float(received), bool(motion_allowed), str(state))
+
+    def supervision_error(self, now: float) -> TrajectoryError | None:
+        """Why a goal may not run now (heartbeat missing, stale or saying no), else None."""
+        timeout = self.config.heartbeat_timeout
+        if timeout <= 0.0:
+            return None
+        hb = self._heartbeat
+        if hb is None:
+            return TrajectoryError('HEARTBEAT_LOST', 'no interlock heartbeat received yet '
+                                   '(safety/heartbeat from the safety gate)')
+        age = now - hb[0]
+        if age > timeout:
+            return TrajectoryError('HEARTBEAT_LOST', f'interlock heartbeat {age:.3f} s old '
+                                   f'(heartbeat_timeout {timeout:g} s); holding')
+        # The state it carries (hb[1], hb[2]) is for diagnostics only: a heartbeat and a goal
+        # travel on different DDS writers, so a heartbeat sent before the gate forwarded a goal
+        # can arrive after it; acting on its state would abort good goals. The gate's own
+        # cancel stops motion on its decisions; the heartbeat proves it is alive.
+        return None
+
+    def supervise(self, now: float) -> None:
+        """Abort every goal and stop when supervision fails (called by :meth:`tick`)."""
+        if self._pending is None and self._active is None:
+            return
+        err = self.supervision_error(now)
+        if err is not None:
+            self.halt(now, err.code, str(err))
+
+    def note_deadline(self, now: float, missed: int) -> None:
+        """One tick ran; ``missed`` deadlines were skipped before it (0: on time).
+
+        ``max_late_ticks`` consecutive missed deadlines abort the goal (DEADLINE_MISSED) and
+        hold, as a robot controller's communication-constraints error does.
+        """
+        if missed <= 0:
+            self._consecutive_late = 0
+            return
+        self.note_late_tick(missed)
+        self._consecutive_late += missed
+        limit = self.config.max_late_ticks
+        if limit and self._consecutive_late >= limit and (
+                self._pending is not None or self._active is not None):
+            self.halt(now, 'DEADLINE_MISSED', f'{self._consecutive_late} consecutive control '
+                      f'deadlines missed (max_late_ticks {limit}); holding')
+            self._consecutive_late = 0
+
     def diagnostics(self, now: float) -> dict[str, str]:
         """Key/value status for /diagnostics."""
         age = 'never' if self._measured is None else f'{now - self._measured.received:.3f}'
-        return {'state': self.state,
+        hb = self._heartbeat
+        return {'heartbeat_age': 'never' if hb is None else f'{now - hb[0]:.3f}',
+                'interlock_state': '' if hb is None else hb[2],'state': self.state,
                 'active_sequence': '' if self.active_sequence is None
                 else str(self.active_sequence),
                 'last_sequence': '' if self.last_sequence is None else str(self.last_sequence),
@@ -525,6 +622,28 @@ class ExecutorCore:
                 return Setpoint(now, self._last.positions.copy(), np.zeros(self.n))
         self._continuous = True
         return sp
+
+    def _check_position_limits(self, now: float, sp: Setpoint) -> Setpoint:
+        """Every moving setpoint within position_lower/upper, else LIMIT_VIOLATED and hold at
+        the previous setpoint (never clamped to the limit)."""
+        cfg = self.config
+        if not cfg.position_lower or self.state not in (EXECUTING, STOPPING):
+            return sp
+        lo, hi = np.asarray(cfg.position_lower), np.asarray(cfg.position_upper)
+        over = np.maximum(lo - sp.positions, sp.positions - hi)
+        if not np.any(over > 0.0):
+            return sp
+        j = int(np.argmax(over))
+        msg = (f'setpoint of joint {cfg.joints[j]} {sp.positions[j]:.6f} is beyond its '
+               f'position limit [{lo[j]:g}, {hi[j]:g}]; holding')
+        if self._active is not None:
+            self._end(self._active, 'LIMIT_VIOLATED', msg, now)
+            self._active = None
+        else:
+            self.last_error = msg
+        at = self._last.positions if self._last is not None else sp.positions
+        self._stop(now, at=at)
+        return Setpoint(now, at.copy(), np.zeros(self.n))
 
     def _check_tracking(self, now: float, sp: Setpoint) -> Setpoint:
         a = self._active

@@ -255,9 +255,10 @@ class GateConfig:
                 raise bad('gripper_min', f"'{j}': {lo} is not below gripper_max {hi}")
         for j, lo, hi in self.position_limits:
             if j not in self.joints:
-                raise bad('position_limits', f"'{j}' is not in joints")
+                raise bad('position_limit_joints', f"'{j}' is not in joints")
             if not lo < hi:
-                raise bad('position_limits', f"'{j}': {lo} is not below {hi}")
+                raise bad('position_limit_lower', f"'{j}': {lo} is not below "
+                          f'position_limit_upper {hi}')
         ws = (self.ee_workspace_min, self.ee_workspace_max)
         if any(ws) and (len(ws[0]) != 3 or len(ws[1]) != 3):
             raise bad('ee_workspace_min', 'ee_workspace_min and ee_workspace_max need 3 values '
@@ -352,8 +353,9 @@ def prepare(robot_model: RobotModel, config: GateConfig) -> Limits:
         if name in overrides:
             lo, hi = overrides[name]
             if lo < info.lower or hi > info.upper:
-                raise ConfigError(f"parameter 'position_limits': '{name}' [{lo}, {hi}] is "
-                                  f'outside the URDF limits [{info.lower}, {info.upper}]')
+                raise ConfigError(f"parameters 'position_limit_lower'/'position_limit_upper': "
+                                  f"'{name}' [{lo}, {hi}] is outside the URDF limits "
+                                  f'[{info.lower}, {info.upper}]')
             lower[i], upper[i] = lo, hi
             continue
         margin = config.prismatic_position_margin if info.kind == PRISMATIC \

@@ -17,6 +17,7 @@ import time
 from typing import TextIO
 
 from egoroll_interfaces.msg import RolloutStatus
+from egoroll_ros.core.launch_graph import NodeSpec, describe
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.demo.report import write_report
 from egoroll_ros.demo.supervisor import DemoSupervisor
@@ -84,33 +85,17 @@ CARTESIAN_POLICY_CONFIG = 'policy_node_cartesian.yaml'
 CARTESIAN_GATE_CONFIG = 'safety_gate_cartesian.yaml'
 
 
-def _start_graph(launch: ProcessLauncher, checkpoint: Path | None, fingerprint: str) -> None:
-    """Start the demo graph; ``checkpoint`` None starts the scripted Cartesian variant."""
+def demo_graph(checkpoint: Path | None, fingerprint: str) -> list[NodeSpec]:
+    """The demo's nodes: the ``sim`` graph of :mod:`egoroll_ros.core.launch_graph` (what
+    ``ros2 launch egoroll_ros sim_launch.py`` starts) with the demo's arguments, the arm starting
+    at the task's home pose; ``checkpoint`` None: the scripted Cartesian variant (no camera)."""
     cfg = share_dir() / 'config'
-    urdf = share_dir() / 'urdf' / 'demo_arm.urdf'
-    cartesian = checkpoint is None
-    launch.start('sim_robot', 'sim_robot', params_files=[cfg / 'sim_robot.yaml'],
-                 params={'urdf_path': str(urdf), 'initial_positions': list(HOME)},
-                 wait_publishers=['joint_states', 'robot_description'])
-    launch.start('trajectory_server', 'trajectory_server',
-                 params_files=[cfg / 'trajectory_server.yaml'],
-                 wait_actions=['execute_trajectory'])
-    launch.start('safety_gate', 'safety_gate',
-                 params_files=[cfg / (CARTESIAN_GATE_CONFIG if cartesian
-                                      else 'safety_gate.yaml')],
-                 wait_subscriptions=['policy/chunk'], wait_publishers=['safety/verdict'])
-    if cartesian:
-        launch.start('policy_node', 'policy_node', params_files=[cfg / CARTESIAN_POLICY_CONFIG],
-                     wait_services=['policy/preflight', 'policy/start', 'policy/stop'],
-                     timeout=120.0)
-        return
-    launch.start('sim_camera', 'sim_camera', params_files=[cfg / 'sim_camera.yaml'],
-                 wait_publishers=['camera/scene/image_raw'], wait_subscriptions=['sim/target'])
-    launch.start('policy_node', 'policy_node', params_files=[cfg / 'policy_node.yaml'],
-                 params={'policy.path': str(checkpoint),
-                         'policy.expected_fingerprint': fingerprint},
-                 wait_services=['policy/preflight', 'policy/start', 'policy/stop'],
-                 timeout=120.0)
+    args = {'sim_camera': 'false',
+            'safety_gate_params': str(cfg / CARTESIAN_GATE_CONFIG),
+            'policy_node_params': str(cfg / CARTESIAN_POLICY_CONFIG)} if checkpoint is None \
+        else {'policy_path': str(checkpoint), 'policy_fingerprint': fingerprint}
+    return describe('sim', args, share_dir(),
+                    overrides={'sim_robot': {'initial_positions': list(HOME)}})
 
 
 def _status_line(sup: DemoSupervisor) -> str:
@@ -125,6 +110,36 @@ def _status_line(sup: DemoSupervisor) -> str:
     return (f'[{max(sup.now(), 0.0):5.1f}s] {state:<8} chunks {chunks:4d} | gate {acc} ok '
             f'{rej} rejected | track err max {err["max"]:.3f} | target dist {dist:.3f} m | '
             f'targets {reached_n}/{shown} reached')
+
+
+class StatusPrinter:
+    """The demo's live status line: redrawn in place on a terminal; elsewhere (a pipe, CI, a
+    systemd journal, ``| tee``) one whole line every ``period`` seconds instead of an unbroken
+    line of carriage returns."""
+
+    def __init__(self, out: TextIO, period: float = 5.0) -> None:
+        self.out = out
+        self.period = period
+        isatty = getattr(out, 'isatty', None)
+        self.tty = bool(isatty()) if callable(isatty) else False
+        self._last: float | None = None
+        self._drawn = False
+
+    def show(self, line: str, now: float | None = None) -> None:
+        """Show ``line`` (now, on a terminal; at most once per period otherwise)."""
+        now = time.monotonic() if now is None else now
+        if self.tty:
+            print('\r' + line, end='', file=self.out, flush=True)
+            self._drawn = True
+        elif self._last is None or now - self._last >= self.period:
+            print(line, file=self.out, flush=True)
+            self._last = now
+
+    def finish(self) -> None:
+        """End the redrawn line (terminal only)."""
+        if self._drawn:
+            print(file=self.out, flush=True)
+            self._drawn = False
 
 
 #: Gate verdicts on the preflight's shadow chunk that mean "not ready yet", not "unsafe": no
@@ -186,9 +201,9 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             from egoroll_ros.ros.bagio import BagRecorder
             recorder = BagRecorder(graph.node('egoroll_demo_recorder'), opts.record,
                                    RECORD_TOPICS)
-        print('starting sim_robot, trajectory_server, safety_gate, '
-              f"{'' if opts.cartesian else 'sim_camera, '}policy_node ...", file=out, flush=True)
-        _start_graph(launch, checkpoint, fingerprint)
+        specs = demo_graph(checkpoint, fingerprint)
+        print(f'starting {", ".join(s.name for s in specs)} ...', file=out, flush=True)
+        launch.start_graph(specs)
         if not opts.cartesian:
             sup.new_target()
         wait_until(lambda: sup.status is not None and sup.status.state ==
@@ -204,13 +219,14 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             print(f'start refused: {msg}', file=out)
             return 1
         end = time.monotonic() + opts.duration
+        status = StatusPrinter(out)
         while time.monotonic() < end:
             if not opts.quiet:
-                print('\r' + _status_line(sup), end='', file=out, flush=True)
+                status.show(_status_line(sup))
             if sup.log.gate_faults or sup.log.policy_faults:
                 break
             time.sleep(0.25)
-        print(file=out)
+        status.finish()
         sup.stopping = True
         ok, msg = sup.call('stop')
         if not ok:

@@ -30,14 +30,11 @@ from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import ActionChunk, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
+from egoroll_ros.core.action_space import ActionSpace
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
-    make_cartesian_chunk,
-    make_chunk,
-    predict_cartesian,
-    predict_positions,
     setup_from_params,
 )
 from egoroll_ros.core.observation import (
@@ -52,11 +49,11 @@ from egoroll_ros.core.observation import (
     put_camera,
 )
 from egoroll_ros.core.policy import (
-    Observation,
     Policy,
     PolicyError,
 )
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
+from egoroll_ros.core.step import Step, rollout_step
 from egoroll_ros.errors import (
     CheckpointError,
     ConfigError,
@@ -66,8 +63,7 @@ from egoroll_ros.errors import (
 )
 from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.convert import (
-    cartesian_chunk_to_msg,
-    chunk_to_msg,
+    any_chunk_to_msg,
     joint_state_from_msg,
     joy_from_msg,
     pose_from_msg,
@@ -147,15 +143,16 @@ PARAMS = [
           min=0.1, max=1000.0, read_only=True),
     Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
           'how long its header stamp may stay put and its frame stay identical.',
-          min=0.001, max=60.0),
+          min=0.001, max=60.0, read_only=True),
     Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
           'its header stamp may stay put.', min=0.001,
-          max=60.0),
+          max=60.0, read_only=True),
     Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
-          min=0.001, max=60.0),
+          min=0.001, max=60.0, read_only=True),
     Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
           "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
-          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0),
+          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0,
+          read_only=True),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
@@ -168,6 +165,10 @@ PARAMS = [
     Param('gate.stop_timeout', float, 2.0, 'Seconds policy/stop waits for the gate to confirm '
           'the hold; longer: policy/stop reports failure.', min=0.01, max=60.0,
           read_only=True),
+    Param('gate.require_preflight_acceptance', bool, True, 'policy/start (and the Quest '
+          "toggle) needs the safety gate's ACCEPTED verdict (safety/verdict) on the preflight's "
+          'shadow chunk. False: a passing preflight alone allows a start (a warning is '
+          'logged).', read_only=True),
     Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
           'manager needed).', read_only=True),
     Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
@@ -227,7 +228,6 @@ class PolicyNode(LifecycleNode):
         self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
-        self._cont_cols = list(self.setup.continuous_columns)
         # Sequences continue across rollouts and above any earlier run of this node.
         self.sm = RolloutStateMachine(self.p['preflight_validity'], time.monotonic,
                                       first_sequence=time.time_ns() // 1000)
@@ -237,6 +237,7 @@ class PolicyNode(LifecycleNode):
         self.policy: Policy | None = None
         self.builder: ObservationBuilder | None = None
         self.cartesian: CartesianRuntime | None = None
+        self.space: ActionSpace | None = None
         self.active = False
         self.inferences_skipped = 0
         self.last_latency = math.nan
@@ -278,6 +279,14 @@ class PolicyNode(LifecycleNode):
                             callback_group=self._srv_group)
         self.create_service(Trigger, 'policy/stop', self._srv_stop,
                             callback_group=self._srv_group)
+        self._shadow_seq: int | None = None
+        self._shadow_verdict: tuple[bool, str] | None = None
+        if self.p['gate.require_preflight_acceptance']:
+            self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, _RELIABLE,
+                                     callback_group=inputs_group)
+        else:
+            self.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
+                                      "start does not wait for the gate's word on the preflight")
         self._gate_stop = None
         if self.p['gate.stop_service']:
             # Not in the services' group: policy/stop awaits this client's answer from inside
@@ -355,6 +364,7 @@ class PolicyNode(LifecycleNode):
         loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
                              prepare=prepare_image)
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
+        self.space = loaded.space
         if loaded.cartesian is not None:
             rt = loaded.cartesian
             self.get_logger().info(
@@ -482,9 +492,32 @@ class PolicyNode(LifecycleNode):
         res.success, res.message = self._preflight_result
         return res
 
+    def _on_verdict(self, msg: GateVerdict) -> None:
+        with self.sm.lock:
+            if msg.shadow and self._shadow_seq is not None and msg.sequence == self._shadow_seq:
+                self._shadow_verdict = (bool(msg.accepted), msg.summary)
+
+    def _gate_refusal(self) -> str:
+        """Why the gate's word on the preflight does not allow a start ('' when it does)."""
+        if not self.p['gate.require_preflight_acceptance']:
+            return ''
+        with self.sm.lock:
+            seq, verdict = self._shadow_seq, self._shadow_verdict
+        if seq is None:
+            return 'no preflight shadow chunk yet'
+        if verdict is None:
+            return (f'the safety gate has not reported on preflight shadow chunk {seq} '
+                    '(safety/verdict); wait for it, or run preflight again')
+        if not verdict[0]:
+            return f'the safety gate did not accept preflight shadow chunk {seq}: {verdict[1]}'
+        return ''
+
     def _start(self) -> tuple[bool, str]:
         if not self.active or self.policy is None:
             return False, f'not active ({self.sm.detail})'
+        refusal = self._gate_refusal()
+        if refusal and self.sm.state is State.READY:
+            return False, f'start refused: {refusal}'
         try:
             gen = self.sm.start()
         except TransitionError as exc:
@@ -591,36 +624,23 @@ class PolicyNode(LifecycleNode):
             if running:
                 self._stop_gate(f'policy fault: {reason}')
 
-    def _infer(self) -> tuple[Observation, Any, float, float] | str:
-        """Assemble and infer; returns (obs, positions, assembly s, latency s) or a skip
-        reason. Raises PolicyError."""
-        t0 = time.perf_counter()
-        stamp = self.get_clock().now().nanoseconds * 1e-9
+    def _infer(self, shadow: bool = False) -> Step | str:
+        """One rollout step on the latest inputs: the step, or a skip reason.
+
+        Raises:
+            PolicyError: inference failed.
+        """
         try:
-            obs = self.builder.build(self.inputs, time.monotonic(), stamp)
+            step = rollout_step(self.builder, self.inputs, self.space, time.monotonic(),
+                                self.get_clock().now().nanoseconds * 1e-9, shadow=shadow)
         except StaleInputError as exc:
             return str(exc)
         except InputError as exc:
             return f'input error: {exc}'
-        t1 = time.perf_counter()
-        if self.cartesian is not None:
-            positions = predict_cartesian(self.policy, obs, self.cartesian)
-        else:
-            positions = predict_positions(self.policy, obs, self._cont_cols)
-        t2 = time.perf_counter()
-        self.timing.append((t1 - t0, t2 - t0))
+        self.timing.append((step.assembly, step.latency))
         if len(self.timing) > 1000:
             del self.timing[:500]
-        return obs, positions, t1 - t0, t2 - t0
-
-    def _message(self, obs: Observation, positions: Any, latency: float, shadow: bool) -> Any:
-        if self.cartesian is not None:
-            return cartesian_chunk_to_msg(make_cartesian_chunk(
-                self.policy.metadata, positions, obs.stamp, latency, shadow=shadow),
-                frame_id=self.p['frame_id'])
-        chunk = make_chunk(self.policy.metadata, self.joints, positions, obs.stamp, latency,
-                           shadow=shadow)
-        return chunk_to_msg(chunk, frame_id=self.p['frame_id'])
+        return step
 
     def _step(self, gen: int) -> None:
         try:
@@ -635,9 +655,8 @@ class PolicyNode(LifecycleNode):
             self.inferences_skipped += 1
             self.last_skip_reason = out
             return
-        obs, positions, _, latency = out
-        self.last_latency = latency
-        msg = self._message(obs, positions, latency, shadow=False)
+        self.last_latency = latency = out.latency
+        msg = any_chunk_to_msg(out.chunk, frame_id=self.p['frame_id'])
 
         def publish(seq: int) -> int:
             msg.sequence = seq
@@ -647,15 +666,15 @@ class PolicyNode(LifecycleNode):
         seq = self.sm.publish_if_current(gen, publish)
         if seq is not None:
             # RViz only, after the chunk is out (never delays or gates a chunk).
+            obs = out.observation
             joints = obs.joints if obs.joints is not None else obs.state
-            self.markers.publish(self.joints, joints,
-                                 None if self.cartesian is not None else positions,
+            self.markers.publish(self.joints, joints, self.space.joint_path(out.output),
                                  f'RUNNING, chunk {seq}, {latency * 1e3:.0f} ms')
 
     def _do_preflight(self) -> tuple[bool, str]:
         gen = self.sm.generation
         try:
-            out = self._infer()
+            out = self._infer(shadow=True)
         except Exception as exc:  # noqa: BLE001 - any policy failure fails the preflight
             reason = f'preflight inference failed: {exc}'
             self.sm.end_preflight(False, reason, fault=True)
@@ -666,13 +685,13 @@ class PolicyNode(LifecycleNode):
             self.last_skip_reason = out
             self.sm.end_preflight(False, f'preflight skipped: {out}')
             return False, f'preflight skipped: {out}'
-        obs, positions, _, latency = out
-        self.last_latency = latency
-        msg = self._message(obs, positions, latency, shadow=True)
+        self.last_latency = latency = out.latency
+        msg = any_chunk_to_msg(out.chunk, frame_id=self.p['frame_id'])
         with self.sm.lock:
             if self.sm.generation != gen or self.sm.state is not State.PREFLIGHT:
                 return False, 'preflight interrupted'
             msg.sequence = self.sm.next_sequence()
+            self._shadow_seq, self._shadow_verdict = int(msg.sequence), None
             self.chunk_pub.publish(msg)
             self.sm.end_preflight(True, f'preflight passed ({latency * 1e3:.1f} ms); start '
                                         f"within {self.p['preflight_validity']:g} s")

@@ -65,6 +65,11 @@ from egoroll_ros.ros.runner import next_turn, run_node
 _D = GateConfig(joints=('_',))   # defaults of the core, shown in the parameter specs
 _IK = IkParams()
 
+def _positive(value: float) -> str | None:
+    """The core requires these > 0 (core/gate.py GateConfig); ROS ranges are inclusive."""
+    return None if value > 0.0 else f'must be > 0, got {value!r}'
+
+
 PARAMS = [
     Param('joints', 'str[]', None, 'the controlled joints, in order', read_only=True),
     Param('urdf_path', str, '', 'URDF file of the robot; empty: use the robot_description '
@@ -78,17 +83,17 @@ PARAMS = [
     Param('gripper_max', 'float[]', [], 'highest allowed gripper position per gripper joint',
           read_only=True),
     Param('min_point_spacing', float, _D.min_point_spacing, 's, least time between points',
-          min=0.0, read_only=True),
+          min=0.0, read_only=True, validate=_positive),
     Param('max_point_spacing', float, _D.max_point_spacing, 's, most time between points',
-          min=0.0, read_only=True),
+          min=0.0, read_only=True, validate=_positive),
     Param('max_points', int, _D.max_points, 'most points in a chunk', min=1, read_only=True),
     Param('max_chunk_age', float, _D.max_chunk_age, 's, oldest observation stamp accepted',
-          min=0.0, read_only=True),
+          min=0.0, read_only=True, validate=_positive),
     Param('max_future_stamp', float, _D.max_future_stamp, 's, most a stamp may be ahead of '
           'the clock', min=0.0, read_only=True),
     Param('max_joint_state_age', float, _D.max_joint_state_age, 's (steady clock), oldest '
           'joint_states accepted; older: reject chunks and cancel the running goal',
-          min=0.0, read_only=True),
+          min=0.0, read_only=True, validate=_positive),
     Param('position_margin', float, _D.position_margin, 'rad kept from revolute URDF limits',
           min=0.0, read_only=True),
     Param('prismatic_position_margin', float, _D.prismatic_position_margin,
@@ -102,23 +107,23 @@ PARAMS = [
     Param('max_step', 'float[]', list(_D.max_step), 'rad (m) largest change between '
           'consecutive points: one value or one per joint', min=0.0, read_only=True),
     Param('velocity_scale', float, _D.velocity_scale, 'fraction of the URDF velocity limits',
-          min=0.0, max=1.0, read_only=True),
+          min=0.0, max=1.0, read_only=True, validate=_positive),
     Param('acceleration_limits', 'float[]', list(_D.acceleration_limits), 'rad/s^2 (m/s^2): '
           'one value or one per joint', min=0.0, read_only=True),
     Param('max_start_deviation', 'float[]', list(_D.max_start_deviation), 'rad (m) first '
           'point vs measured: one value or one per joint', min=0.0, read_only=True),
     Param('ee_max_rotation_step', float, _D.ee_max_rotation_step, 'rad between consecutive '
-          'end-effector poses', min=0.0, read_only=True),
+          'end-effector poses', min=0.0, read_only=True, validate=_positive),
     Param('ee_max_translation_step', float, _D.ee_max_translation_step, 'm between '
-          'consecutive end-effector positions', min=0.0, read_only=True),
+          'consecutive end-effector positions', min=0.0, read_only=True, validate=_positive),
     Param('ee_workspace_min', 'float[]', [], 'x, y, z (m, base frame) of the workspace box; '
           'empty: no box', read_only=True),
     Param('ee_workspace_max', 'float[]', [], 'x, y, z (m, base frame) of the workspace box',
           read_only=True),
     Param('ee_soft_translation', float, _D.ee_soft_translation, 'm from the measured pose '
-          'beyond which a chunk needs confirmation', min=0.0, read_only=True),
+          'beyond which a chunk needs confirmation', min=0.0, read_only=True, validate=_positive),
     Param('ee_hard_translation', float, _D.ee_hard_translation, 'm from the measured pose '
-          'beyond which a chunk is rejected', min=0.0, read_only=True),
+          'beyond which a chunk is rejected', min=0.0, read_only=True, validate=_positive),
     Param('disabled_checks', 'str[]', [], 'checks turned OFF (logged as a warning, shown in '
           'diagnostics); one of: ' + ', '.join(OPTIONAL_CHECKS), read_only=True),
     Param('cartesian_arms', 'str[]', [], 'arms that accept Cartesian chunks (end-effector '
@@ -391,7 +396,8 @@ class SafetyGate(Node):
     def _forward(self, chunk: Chunk) -> None:
         """Send ``chunk`` as a goal (caller holds the lock; the interlock decided FORWARD)."""
         goal = ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(chunk.trajectory),
-                                      sequence=int(chunk.sequence), source=chunk.policy_id)
+                                      sequence=int(chunk.sequence),
+                                      source=self.get_fully_qualified_name())
         goal.trajectory.header.stamp = sec_to_time(chunk.stamp)
         epoch = self.interlock.epoch
         seq = int(chunk.sequence)

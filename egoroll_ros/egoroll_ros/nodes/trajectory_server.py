@@ -25,12 +25,13 @@ import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
+from egoroll_interfaces.msg import InterlockHeartbeat
 from egoroll_ros.core.executor import (
     CODES,
     HOLDING,
@@ -41,6 +42,7 @@ from egoroll_ros.core.executor import (
     ExecutorCore,
     Outcome,
     TickResult,
+    source_error,
     validate_goal,
 )
 from egoroll_ros.core.trajectory import INTERPOLATIONS
@@ -71,8 +73,28 @@ PARAMS = [
           read_only=True),
     Param('state_timeout', float, 0.1, 'Max age of joint_states (s, steady clock) to accept '
           'a goal or keep executing.', min=0.001, max=10.0, read_only=True),
-    Param('command_timeout', float, 0.0, 'Max time between goals while executing (s); '
-          '0 = off.', min=0.0, max=3600.0, read_only=True),
+    Param('command_timeout', float, 0.5, 'Max time between goals while executing (s): a '
+          'dead policy or gate stops the arm after this; 0 = off (a warning is logged). '
+          'Chunks arrive at 5-30 Hz; a single goal longer than this is cut short.', min=0.0,
+          max=3600.0, read_only=True),
+    Param('heartbeat_timeout', float, 0.25, "Max age (s, steady clock) of the safety gate's "
+          'interlock heartbeat (safety/heartbeat): older aborts the goal (HEARTBEAT_LOST) and '
+          'holds, and new goals are refused. 0 = not supervised (a warning is logged).',
+          min=0.0, max=10.0, read_only=True),
+    Param('allowed_sources', 'str[]', ['safety_gate'], "Goal sources accepted (a goal's "
+          "`source` must equal one; names without a leading / are in this node's namespace); "
+          'others end SOURCE_REFUSED. The gate sends its node name. This stops mistakes, not '
+          'attackers (use SROS2: docs/executor.md). Empty: any source (a warning is logged).',
+          read_only=True),
+    Param('position_lower', 'float[]', [], 'Per-joint lowest position any setpoint may have '
+          '(rad or m; the URDF limits, the same the gate checks with its margin); a setpoint '
+          'beyond aborts the goal LIMIT_VIOLATED and holds (never clamped). Empty with '
+          'position_upper: unchecked (a warning is logged).', read_only=True),
+    Param('position_upper', 'float[]', [], 'Per-joint highest position any setpoint may have '
+          '(rad or m).', read_only=True),
+    Param('max_late_ticks', int, 50, 'Consecutive missed control deadlines that abort the goal '
+          '(DEADLINE_MISSED) and hold; 0 = off (a warning is logged).', min=0, max=100000,
+          read_only=True),
     Param('path_tolerance', 'float[]', [], 'Per-joint max |measured - setpoint| while '
           'executing (rad or m); 0 = unchecked; empty = all unchecked.', min=0.0,
           read_only=True),
@@ -130,7 +152,9 @@ class TrajectoryServer(Node):
             max_velocity=tuple(p['max_velocity']),
             max_acceleration=tuple(p['max_acceleration']), stop_behavior=p['stop_behavior'],
             idle_output=p['idle_output'], interpolation=p['interpolation'],
-            blend_time=p['blend_time'])
+            blend_time=p['blend_time'], heartbeat_timeout=p['heartbeat_timeout'],
+            max_late_ticks=p['max_late_ticks'], position_lower=tuple(p['position_lower']),
+            position_upper=tuple(p['position_upper']))
         self.interface = p['command_interface']
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))
@@ -152,6 +176,23 @@ class TrajectoryServer(Node):
         self._state_sub = self.create_subscription(
             JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data,
             callback_group=MutuallyExclusiveCallbackGroup())
+        self._heartbeat_sub = self.create_subscription(
+            InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
+            QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        ns = self.get_namespace().rstrip('/')
+        self._allowed = {s if s.startswith('/') else f'{ns}/{s}'
+                         for s in p['allowed_sources']}
+        if not self._allowed:
+            self.get_logger().warning("parameter 'allowed_sources' is empty: goals from any "
+                                      'node are executed')
+        for name, what in (('command_timeout', 'a dead policy or gate does not stop the arm'),
+                           ('heartbeat_timeout', 'the safety gate is not supervised: a dead '
+                            'gate does not stop the arm'),
+                           ('max_late_ticks', 'missed control deadlines only count'),
+                           ('position_lower', 'setpoints are not checked against position '
+                            'limits here (only by the gate)')):
+            if not p[name]:
+                self.get_logger().warning(f"parameter '{name}' is 0 (off): {what}")
         self._action = ActionServer(
             self, ExecuteTrajectory, 'execute_trajectory',
             execute_callback=self._execute, goal_callback=lambda _goal: GoalResponse.ACCEPT,
@@ -176,6 +217,11 @@ class TrajectoryServer(Node):
         with self._lock:
             self.core.update_measured(pos, vel, now)
 
+    def _on_heartbeat(self, msg: InterlockHeartbeat) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.core.update_heartbeat(now, msg.motion_allowed, msg.state)
+
     async def _execute(self, goal_handle) -> ExecuteTrajectory.Result:  # noqa: ANN001
         key = bytes(goal_handle.goal_id.uuid)
         req = goal_handle.request
@@ -190,6 +236,10 @@ class TrajectoryServer(Node):
                     last_sequence=self.core.last_sequence,
                     ros_now=self.get_clock().now().nanoseconds * 1e-9,
                     mono_now=time.monotonic(), measured=self.core.measured)
+                refusal = source_error(req.source, self._allowed) or \
+                    self.core.supervision_error(time.monotonic())
+                if refusal is not None:
+                    raise refusal
                 waiter = _Waiter(goal_handle)
                 self._waiters[key] = waiter
                 self.core.submit(goal, key)
@@ -302,8 +352,7 @@ class TrajectoryServer(Node):
     def _tick(self, t: float, now: float, missed: int) -> None:
         ros_now = self.get_clock().now().nanoseconds * 1e-9 - (now - t)
         with self._lock:
-            if missed:
-                self.core.note_late_tick(missed)
+            self.core.note_deadline(t, missed)
             res = self.core.tick(t)
             self._publish(res, t, ros_now)
             n = self.core.ticks

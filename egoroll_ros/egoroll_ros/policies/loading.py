@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from egoroll_ros.core.action_space import ActionSpace, action_space_for
 from egoroll_ros.core.inference import CartesianRuntime, PolicySetup
 from egoroll_ros.core.observation import ObservationBuilder
 from egoroll_ros.core.policy import CartesianSupply, Policy, validate_metadata
@@ -36,12 +37,13 @@ def _supply(setup: PolicySetup) -> CartesianSupply | None:
 
 @dataclass(frozen=True)
 class LoadedPolicy:
-    """A loaded, validated policy with its observation builder and, for a Cartesian policy,
-    its :class:`CartesianRuntime` (None for joint policies)."""
+    """A loaded, validated policy with its observation builder, its action space and, for a
+    Cartesian policy, its :class:`CartesianRuntime` (None for joint policies)."""
 
     policy: Policy
     builder: ObservationBuilder
     cartesian: CartesianRuntime | None = None
+    space: ActionSpace | None = None
 
 
 def backend_options(p: Mapping[str, Any], setup: PolicySetup) -> dict[str, Any]:
@@ -149,4 +151,6 @@ def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
     except Exception:
         policy.close()
         raise
-    return LoadedPolicy(policy, builder, runtime)
+    return LoadedPolicy(policy, builder, runtime,
+                        action_space_for(policy, setup.joints, setup.continuous_columns,
+                                         runtime))

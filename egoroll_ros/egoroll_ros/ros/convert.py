@@ -1,6 +1,9 @@
 """Conversions between ROS messages and the plain data of :mod:`egoroll_ros.core.types`.
 
-The only place that knows both sides; nodes call these, cores never see a message.
+Nodes call these; the pure cores work on the plain data. Two places still hand the core a
+message-shaped value: the observation store keeps camera messages until an observation needs
+them (decoded by the ``prepare`` function the ROS layer gives it, :mod:`egoroll_ros.ros.images`),
+and the gate's verdict is turned into a message here from duck-typed fields.
 """
 
 from __future__ import annotations
@@ -233,3 +236,10 @@ def cartesian_chunk_to_msg(chunk: object, frame_id: str = '') -> ActionChunk:
         arm.gripper = [float(g) for g in np.asarray(a.gripper, float)]
         msg.cartesian.append(arm)
     return msg
+
+
+def any_chunk_to_msg(chunk: object, frame_id: str = '') -> ActionChunk:
+    """A joint :class:`Chunk` or a Cartesian chunk as the ``ActionChunk`` published."""
+    if isinstance(chunk, Chunk):
+        return chunk_to_msg(chunk, frame_id)
+    return cartesian_chunk_to_msg(chunk, frame_id)

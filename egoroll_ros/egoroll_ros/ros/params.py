@@ -182,8 +182,9 @@ def params_from_yaml(path: str | Path | None, node_name: str, specs: Iterable[Pa
     """The validated parameter values a node would get from a ``--params-file`` YAML.
 
     For tools that use a node's configuration without running the node (``egoroll
-    evaluate``): reads the ``<node_name>: ros__parameters:`` section (or ``/**``), applies the
-    specs' defaults, then ``overrides``, and validates like :func:`declare_params`.
+    evaluate``): reads every section matching ``/<node_name>`` (``/**/<node_name>``, ``/**``,
+    ...), applies the specs' defaults, then ``overrides``, and validates like
+    :func:`declare_params`.
 
     Raises:
         ConfigError: unreadable file, no section for the node, a key the node does not
@@ -198,13 +199,12 @@ def params_from_yaml(path: str | Path | None, node_name: str, specs: Iterable[Pa
             data = yaml.safe_load(Path(path).read_text())
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f'cannot read parameters file {path}: {exc}') from None
-        section = None
-        for key in (node_name, '/' + node_name, '/**'):
-            if isinstance(data, dict) and isinstance(data.get(key), dict):
-                section = data[key].get('ros__parameters')
-                break
-        if not isinstance(section, dict):
-            raise ConfigError(f"{path}: no '{node_name}: ros__parameters:' section")
+        from egoroll_ros.core.launch_graph import node_parameters
+
+        section = node_parameters(data, node_name)
+        if section is None:
+            raise ConfigError(f"{path}: no '/**/{node_name}: ros__parameters:' section (nor "
+                              f"any other key matching /{node_name})")
         given = _flatten(section)
     given.update(overrides or {})
     known = {s.name for s in specs}

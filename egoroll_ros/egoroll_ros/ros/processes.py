@@ -17,20 +17,28 @@ from typing import Any
 from rclpy.node import Node
 import yaml
 
+from egoroll_ros.core.launch_graph import NodeSpec, command_line
+
 PACKAGE = 'egoroll_ros'
 
 
-def executable_path(name: str) -> str:
-    """Absolute path of an installed egoroll console script (``lib/egoroll_ros/<name>``).
+def executable_path(name: str, package: str = PACKAGE) -> str:
+    """Absolute path of an installed executable of ``package`` (``lib/<package>/<name>``, where
+    ``ros2 run`` and launch_ros look).
 
     Raises:
-        FileNotFoundError: when the package is not installed or has no such script.
+        FileNotFoundError: when the package is not installed or has no such executable.
     """
-    from ament_index_python.packages import get_package_prefix
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
 
-    path = Path(get_package_prefix(PACKAGE)) / 'lib' / PACKAGE / name
+    try:
+        prefix = get_package_prefix(package)
+    except PackageNotFoundError:
+        raise FileNotFoundError(f'package {package} is not installed (needed for {name})'
+                                ) from None
+    path = Path(prefix) / 'lib' / package / name
     if not path.is_file():
-        raise FileNotFoundError(f'{name} is not an installed console script of {PACKAGE} '
+        raise FileNotFoundError(f'{name} is not an installed executable of {package} '
                                 f'(looked at {path})')
     return str(path)
 
@@ -143,6 +151,32 @@ class ProcessLauncher:
         self.wait_ready(proc, wait_publishers, wait_subscriptions, wait_services, wait_actions,
                         timeout)
         return proc
+
+    def start_spec(self, spec: NodeSpec, *, timeout: float | None = None,
+                   env: Mapping[str, str] | None = None) -> NodeProcess:
+        """Start one node of a graph description exactly as launch_ros would
+        (:func:`egoroll_ros.core.launch_graph.command_line`) and wait for its ``ready``
+        endpoints.
+
+        Raises:
+            FileNotFoundError: the node's package or executable is not installed.
+            AssertionError: with the process log, when it exits or is not ready in time.
+        """
+        cmd = command_line(spec, executable_path(spec.executable, spec.package))
+        proc = NodeProcess(cmd, spec.name, spec.namespace,
+                           self.log_dir / f'{spec.namespace.strip("/").replace("/", "_")}'
+                           f'{"_" if spec.namespace else ""}{spec.name}.log',
+                           env if env is not None else os.environ)
+        self.processes.append(proc)
+        r = spec.ready
+        self.wait_ready(proc, r.publishers, r.subscriptions, r.services, r.actions,
+                        timeout if timeout is not None else r.timeout)
+        return proc
+
+    def start_graph(self, specs: Iterable[NodeSpec],
+                    env: Mapping[str, str] | None = None) -> list[NodeProcess]:
+        """Start every node of a graph description in order (see :meth:`start_spec`)."""
+        return [self.start_spec(spec, env=env) for spec in specs]
 
     def _resolve(self, proc: NodeProcess, name: str) -> str:
         if name.startswith('/'):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import contextlib
+import signal
 import sys
 
 import rclpy
@@ -38,6 +39,28 @@ def wake_executor(node: Node) -> None:
             executor.wake()
 
 
+class _InterruptOnce:
+    """SIGINT handler: KeyboardInterrupt the first time, nothing after. rclpy's own handler
+    (installed by ``rclpy.init`` on top of this one) wakes the executor and then calls it."""
+
+    def __init__(self) -> None:
+        self.fired = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+
+
+def _interrupt_once() -> None:
+    """Make every SIGINT after the first a no-op, so teardown runs to the end: a second Ctrl-C
+    (a terminal's SIGINT to the process group plus the one ros2 launch forwards) must not raise
+    KeyboardInterrupt inside close()/destroy_node() and print a traceback. SIGTERM still ends
+    a hung teardown."""
+    with contextlib.suppress(ValueError):     # not the main thread: leave signals alone
+        signal.signal(signal.SIGINT, _InterruptOnce())
+
+
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
              num_threads: int | None = None) -> int:
     """Create the node from ``factory`` and spin it until shutdown.
@@ -54,6 +77,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     Returns:
         The process exit status.
     """
+    _interrupt_once()
     rclpy.init(args=args)
     node = None
     try:
@@ -75,4 +99,8 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
                 close()
             node.destroy_node()
         rclpy.try_shutdown()
+        # Python restores SIGINT's default action while the interpreter finalises; a late
+        # SIGINT would then kill the finished process (status -2) instead of letting it exit.
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     return 0

@@ -19,6 +19,7 @@ from std_srvs.srv import Trigger
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.policies.scripted_cartesian import DEFAULTS, circle_positions
+from egoroll_ros.ros.convert import time_to_sec
 from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
 from egoroll_ros.testing import wait_until
 
@@ -37,8 +38,13 @@ def _call(node, client, timeout=15.0):
     return fut.result()
 
 
+class graph_ns:  # noqa: N801 - a namespace for the fixture's extra collectors
+    commanded = None
+
+
 @pytest.fixture
 def graph(ros_graph, launcher):
+    graph = graph_ns
     from ament_index_python.packages import get_package_share_directory
 
     share = get_package_share_directory('egoroll_ros')
@@ -79,6 +85,7 @@ def graph(ros_graph, launcher):
                ('preflight', 'start', 'stop')}
     for c in clients.values():
         assert c.wait_for_service(timeout_sec=10.0)
+    graph.commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
     return node, clients, verdicts, chunks, states
 
 
@@ -120,7 +127,18 @@ def test_scripted_cartesian_policy_moves_tool0_along_its_circle_through_gate_ik(
             n_verdicts = verdicts.snapshot().index(v) + 1
             live.append(v)
     finally:
-        assert _call(node, clients['stop']).success
+        stop = _call(node, clients['stop'])
+        t_ret = time.monotonic()
+        assert stop.success, stop.message
+    # policy/stop through the real nodes: it returned once the gate had the executor's word,
+    # so every setpoint stamped after its return repeats the hold (setpoint stamps).
+    assert 'holds' in stop.message, stop.message
+    offset = time.time() - time.monotonic()
+    wait_until(lambda: any(time_to_sec(m.header.stamp) - offset > t_ret + 0.2
+                           for m in graph_ns.commanded.snapshot()), 10.0, 'setpoints after')
+    after = [m for m in graph_ns.commanded.snapshot()
+             if time_to_sec(m.header.stamp) - offset > t_ret]
+    assert after and all(list(m.position) == list(after[0].position) for m in after)
     for v in live:
         assert v.accepted and v.forwarded, v.summary
         assert v.stage == GateVerdict.STAGE_JOINT

@@ -1,8 +1,9 @@
-"""Every key of every shipped config YAML is a parameter its node really declares.
+"""Every key of every shipped config YAML is a parameter its node really declares, in any
+namespace.
 
-Each installed node is started with the YAML file and asked for its parameters through
-``/<node>/list_parameters``; a key the node never declared (a typo, a renamed parameter) would
-be silently ignored by ROS, so it fails here. Nodes still shipped as stubs are skipped.
+Each installed node is started in the namespace /arm1 with the YAML file (keyed ``/**/<node>``)
+and asked for its parameters through ``/arm1/<node>/list_parameters``; a key the node never
+declared (a typo, a renamed parameter) would be silently ignored by ROS, so it fails here.
 """
 
 from pathlib import Path
@@ -16,6 +17,7 @@ from egoroll_ros.testing import wait_until
 
 pytestmark = pytest.mark.integration
 SHARE = Path(get_package_share_directory('egoroll_ros'))
+NS = '/arm1'
 NODES = ('trajectory_server', 'safety_gate', 'policy_node', 'sim_robot', 'sim_camera')
 # Extra parameters that let a node start outside its real graph (for the bimanual example:
 # its URDF instead of waiting on robot_description).
@@ -38,7 +40,8 @@ def flatten(params: dict, prefix: str = '') -> set[str]:
 def cases() -> list:
     out = []
     for path in sorted((SHARE / 'config').glob('*.yaml')):
-        for section in yaml.safe_load(path.read_text()) or {}:
+        for key in yaml.safe_load(path.read_text()) or {}:
+            section = key.removeprefix('/**/')
             out.append(pytest.param(path.name, section, id=f'{path.name}:{section}'))
     return out
 
@@ -56,12 +59,12 @@ def test_every_config_key_is_a_declared_parameter(ros_graph, launcher, config, s
     if is_stub(section):
         pytest.skip(f'{section} is still a stub')
     path = SHARE / 'config' / config
-    keys = flatten(yaml.safe_load(path.read_text())[section]['ros__parameters'])
-    launcher.start(section, section, params_files=[path],
+    keys = flatten(yaml.safe_load(path.read_text())[f'/**/{section}']['ros__parameters'])
+    launcher.start(section, section, params_files=[path], namespace=NS,
                    params=START_OVERRIDES.get((config, section)),
                    wait_services=[f'{section}/list_parameters'], timeout=60.0)
     node = ros_graph.node('config_key_probe')
-    client = node.create_client(ListParameters, f'/{section}/list_parameters')
+    client = node.create_client(ListParameters, f'{NS}/{section}/list_parameters')
     assert client.wait_for_service(timeout_sec=10.0)
     future = client.call_async(ListParameters.Request(depth=0))
     wait_until(future.done, 10.0, 'list_parameters reply')

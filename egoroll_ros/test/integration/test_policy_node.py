@@ -15,7 +15,7 @@ from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from egoroll_interfaces.msg import ActionChunk, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
 from egoroll_ros.core.rollout import State
 from egoroll_ros.nodes.policy_node import PolicyNode
 from egoroll_ros.ros.convert import time_to_sec
@@ -34,7 +34,8 @@ def _node(ros_graph, ck: Path, **params) -> PolicyNode:
             'policy.path': str(ck), 'query_frequency': 50.0, 'status_rate': 20.0,
             # generous: these tests are not about staleness and the machine is shared
             'max_age.joint_states': 1.0,
-            'gate.stop_service': ''}   # no safety gate in these tests
+            'gate.stop_service': '',   # no safety gate in these tests
+            'gate.require_preflight_acceptance': False}
     base.update(params)
     node = PolicyNode(context=ros_graph.context,
                       parameter_overrides=[Parameter(k, value=v) for k, v in base.items()])
@@ -277,3 +278,46 @@ def test_status_at_5hz_or_more_with_input_ages_and_diagnostics(ros_graph, tmp_pa
     assert math.isnan(last.last_inference_latency)
     d = diags.wait_for(lambda m: any('rollout' in s.name for s in m.status), timeout=5)
     assert 'IDLE' in d.status[0].message
+
+
+def test_parameters_read_once_refuse_a_live_change(ros_graph, tmp_path):
+    """max_age.* and max_clock_offset are read when the policy is configured: set live they
+    are refused (read-only), so `ros2 param set` cannot report a change that never applies."""
+    node = _node(ros_graph, make_fake_checkpoint(tmp_path / 'ck'))
+    for name in ('max_age.camera', 'max_age.joint_states', 'max_age.quest', 'max_clock_offset'):
+        before = node.get_parameter(name).value
+        result = node.set_parameters([Parameter(name, value=before + 0.5)])[0]
+        assert not result.successful, name
+        assert node.get_parameter(name).value == before
+
+
+@pytest.mark.safety
+def test_start_needs_the_gates_accepted_verdict_on_the_preflight_shadow_chunk(ros_graph,
+                                                                             tmp_path):
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='wrap', offset=0.1, step_period=0.05)
+    node = _node(ros_graph, ck, **{'gate.require_preflight_acceptance': True})
+    Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
+    gate = probe.create_publisher(GateVerdict, 'safety/verdict', 10)   # the gate's topic
+    ros_graph.wait_for_publishers(chunks.subscription)
+    ros_graph.wait_for_subscribers(gate)
+    _wait_fresh(node)
+
+    def verdict(seq: int, accepted: bool) -> None:
+        gate.publish(GateVerdict(sequence=seq, shadow=True, accepted=accepted,
+                                 summary='accepted' if accepted else 'rejected: x'))
+
+    assert _call(node, 'preflight').success
+    shadow = chunks.wait_for(lambda m: m.shadow, timeout=5)
+    res = _call(node, 'start')
+    assert not res.success and 'has not reported' in res.message, res.message
+    verdict(shadow.sequence, False)
+    wait_until(lambda: 'did not accept' in _call(node, 'start').message, 5.0, 'rejection seen')
+    assert node.sm.state is State.READY
+    verdict(shadow.sequence - 1, True)       # about another chunk: no effect
+    assert not _call(node, 'start').success
+    verdict(shadow.sequence, True)
+    wait_until(lambda: _call(node, 'start').success, 5.0, 'start after the acceptance')
+    assert node.sm.state is State.RUNNING
+    _call(node, 'stop')

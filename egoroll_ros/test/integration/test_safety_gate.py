@@ -163,7 +163,7 @@ def test_accepted_chunk_is_forwarded_with_its_sequence_stamp_and_source(rig):
     assert verdict.check_duration > 0.0
     wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1 at the server')
     goal = rig.server.goals[0]
-    assert goal.source == 'ab' * 32
+    assert goal.source == rig.gate.get_fully_qualified_name()   # allowed_sources matches it
     assert (goal.trajectory.header.stamp.sec, goal.trajectory.header.stamp.nanosec) == \
         (verdict.chunk_stamp.sec, verdict.chunk_stamp.nanosec)
     assert list(goal.trajectory.joint_names) == ARM and len(goal.trajectory.points) == 20

@@ -159,7 +159,7 @@ def test_soft_limit_chunk_waits_and_confirm_forwards_exactly_that_chunk(rig):
     expected = QM + np.outer(times, SOFT)
     sent = np.array([p.positions for p in goal.trajectory.points])
     np.testing.assert_allclose(sent, expected, atol=1e-12)
-    assert goal.source == 'ab' * 32
+    assert goal.source == rig.gate.get_fully_qualified_name()   # allowed_sources matches it
 
 
 def test_confirmation_later_than_max_chunk_age_runs_the_chunk_from_the_confirmation(

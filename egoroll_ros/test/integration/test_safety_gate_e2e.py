@@ -51,7 +51,8 @@ def graph(ros_graph, launcher):
     # abort (tested in test_trajectory_server.py) would end the goal; this file is about the gate.
     launcher.start('trajectory_server', 'trajectory_server', params=dict(
         joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
-        state_timeout=3.0, blend_time=0.1, control_rate=100.0),
+        state_timeout=3.0, blend_time=0.1, control_rate=100.0,
+        command_timeout=0.0, max_late_ticks=0),   # single long chunks; a loaded machine
         wait_actions=['execute_trajectory'])
     launcher.start('safety_gate', 'safety_gate', params_files=[f'{share}/config/safety_gate.yaml'],
                    # The demo config's 0.2 s joint_states age cancels on a loaded 2-core test

@@ -87,6 +87,8 @@ def test_installed_server_and_sim_run_a_demo_goal_from_their_config_files(ros_gr
                    wait_publishers=['joint_states'], wait_subscriptions=['command'])
     launcher.start('trajectory_server', 'trajectory_server',
                    params_files=[CONFIG / 'trajectory_server.yaml'],
+                   params={'heartbeat_timeout': 0.0,   # no safety gate in this test
+                           'allowed_sources': ['/test']},
                    wait_actions=['execute_trajectory'])
     node = ros_graph.node('demo_goal_tester')
     states = ros_graph.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
@@ -99,7 +101,7 @@ def test_installed_server_and_sim_run_a_demo_goal_from_their_config_files(ros_gr
     assert client.wait_for_server(timeout_sec=10.0)
     names = list(states.snapshot()[-1].name)
     target = start + np.array([0.1, -0.1, 0.1, -0.1, 0.1, -0.1, 0.1, 0.005])
-    goal = ExecuteTrajectory.Goal(sequence=1, source='test')
+    goal = ExecuteTrajectory.Goal(sequence=1, source='/test')
     goal.trajectory.joint_names = names
     goal.trajectory.points = [JointTrajectoryPoint(positions=target.tolist(),
                                                    time_from_start=sec_to_duration(0.4))]

@@ -6,6 +6,7 @@ callback on these 2-core machines, and every setpoint is a callback for the sim 
 from __future__ import annotations
 
 import sys
+import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
@@ -50,7 +51,12 @@ class Rig:
     def __init__(self, graph, server=None, sim=None, start_sim=True):
         self.graph = graph
         sp = dict(joints=J, control_rate=100.0, state_timeout=1.0, max_velocity=[VMAX] * 3,
-                  max_acceleration=[20.0] * 3, goal_time_tolerance=0.5)
+                  max_acceleration=[20.0] * 3, goal_time_tolerance=0.5,
+                  # The executor alone: no safety gate, so no heartbeat to supervise; goals
+                  # longer than the default command_timeout; a descheduled test process must
+                  # not latch DEADLINE_MISSED. Each has its own test, which sets it.
+                  heartbeat_timeout=0.0, command_timeout=0.0, max_late_ticks=0,
+                  allowed_sources=['/test'])
         sp.update(server or {})
         self.server = graph.add(TrajectoryServer(context=graph.context,
                                                  parameter_overrides=_params(sp)))
@@ -87,7 +93,7 @@ class Rig:
             if velocities is not None:
                 p.velocities = list(velocities[i])
             traj.points.append(p)
-        return ExecuteTrajectory.Goal(trajectory=traj, sequence=seq, source='test')
+        return ExecuteTrajectory.Goal(trajectory=traj, sequence=seq, source='/test')
 
     def send(self, goal, feedback=None):
         fut = self.client.send_goal_async(goal, feedback_callback=feedback)
@@ -392,3 +398,32 @@ def test_cancel_that_arrives_before_the_execute_callback_is_honoured(ros_graph):
     res = run_callback(rig.server._execute, handle)
     assert res.error_code == R.CANCELED and handle.ended == 'canceled'
     assert rig.server.core.active_sequence is None and rig.server.core.state == 'idle'
+
+
+@pytest.mark.safety
+def test_setpoint_beyond_the_executors_own_position_limit_aborts_with_joint_value_limit(
+        ros_graph):
+    rig = Rig(ros_graph, server={'position_lower': [-1.0] * 3, 'position_upper': [0.3, 1.0, 1.0]})
+    t0 = rig.now()
+    res = rig.run(rig.goal([1.0], [[0.6, 0.1, 0.1]]))
+    assert res.error_code == R.LIMIT_VIOLATED, res.error_string
+    assert 'joint j1' in res.error_string and '0.3' in res.error_string, res.error_string
+    assert rig.server.core.state == 'holding'
+    msgs = rig.commanded_since(t0)
+    assert msgs and max(m.position[0] for m in msgs) <= 0.3     # never sent, never clamped
+    n = len(rig.commanded.snapshot())
+    held = rig.commanded.wait_count(n + 20, 5.0)[n:]
+    assert all(list(m.position) == list(held[0].position) for m in held)
+
+
+@pytest.mark.safety
+def test_consecutive_late_ticks_latch_deadline_missed(ros_graph):
+    rig = Rig(ros_graph, server={'max_late_ticks': 3})
+    handle = rig.send(rig.goal([3.0], [[0.5] * 3]))
+    wait_until(lambda: rig.server.core.active_sequence is not None and
+               rig.server.core.state == 'executing', 5.0, 'executing')
+    with rig.server._lock:           # the control thread misses deadlines while we hold it
+        time.sleep(0.1)              # the stimulus (a 0.1 s stall = 10 periods), not a wait
+    res = rig.result(handle)
+    assert res.error_code == R.DEADLINE_MISSED, res.error_string
+    assert rig.server.core.state == 'holding'

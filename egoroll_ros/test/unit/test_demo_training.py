@@ -65,12 +65,13 @@ def test_training_renders_exactly_what_the_live_sim_camera_publishes():
     import yaml
 
     cam = yaml.safe_load((Path(get_package_share_directory('egoroll_ros')) / 'config' /
-                          'sim_camera.yaml').read_text())['sim_camera']['ros__parameters']
+                          'sim_camera.yaml').read_text())['/**/sim_camera']['ros__parameters']
     cfg = DemoTrainingConfig()
     assert cfg.camera_size == (cam['height'], cam['width'])
     assert cfg.fov_deg == cam['fov_deg'] and cfg.target_radius == cam['target_radius']
     assert cfg.camera_frame == cam['camera_frame']
-    policy_cfg = yaml.safe_load((Path(get_package_share_directory('egoroll_ros')) / 'config' /
-                                 'policy_node.yaml').read_text())['policy_node']['ros__parameters']
+    policy_cfg = yaml.safe_load(
+        (Path(get_package_share_directory('egoroll_ros')) / 'config' /
+         'policy_node.yaml').read_text())['/**/policy_node']['ros__parameters']
     assert [policy_cfg['cameras.heights'][0], policy_cfg['cameras.widths'][0]] == \
         [cam['height'], cam['width']], 'the policy node expects the frames sim_camera sends'

@@ -119,7 +119,8 @@ def test_bimanual_example_config_names_the_bimanual_urdf_joints():
                              / 'bimanual_example.yaml').read_text())
     model = pin.buildModelFromXML(installed('demo_bimanual.urdf').read_text())
     joints = list(model.names)[1:]
-    assert set(config) == {'trajectory_server', 'safety_gate', 'policy_node'}
+    assert set(config) == {'/**/trajectory_server', '/**/safety_gate', '/**/policy_node',
+                           '/**/sim_robot'}
     for section, body in config.items():
         params = body['ros__parameters']
         assert params['joints'] == joints, section
@@ -127,5 +128,5 @@ def test_bimanual_example_config_names_the_bimanual_urdf_joints():
             if key.startswith(('max_', 'path_', 'goal_tol', 'acceleration')) and \
                     isinstance(value, list):
                 assert len(value) == 16, (section, key)
-    for frame in config['safety_gate']['ros__parameters']['ee_frames']:
+    for frame in config['/**/safety_gate']['ros__parameters']['ee_frames']:
         assert model.existFrame(frame)

@@ -287,3 +287,103 @@ def test_halt_ends_every_goal_with_its_code():
     rig.goal([1.0], [[0.5, 0.5]], seq=2)
     rig.core.halt(rig.t, 'SHUTDOWN', 'bye')
     assert sorted(rig.core.take_outcomes(), key=lambda o: o.key)[1].code == 'SHUTDOWN'
+
+
+# ---- supervision: the interlock heartbeat and missed deadlines ---------------------------
+def test_goal_without_an_interlock_heartbeat_is_refused_heartbeat_lost():
+    rig = Rig(heartbeat_timeout=0.2)
+    err = rig.core.supervision_error(rig.t)
+    assert err is not None and err.code == 'HEARTBEAT_LOST' and 'no interlock' in str(err)
+    rig.core.update_heartbeat(rig.t, True, 'ok')
+    assert rig.core.supervision_error(rig.t + 0.1) is None
+    assert rig.core.supervision_error(rig.t + 0.25).code == 'HEARTBEAT_LOST'
+
+
+def test_heartbeat_silence_aborts_the_goal_and_holds_within_one_tick():
+    rig = Rig(heartbeat_timeout=0.2)
+    rig.core.update_heartbeat(rig.t, True, 'ok')
+    rig.goal([2.0], [[1.0, 1.0]], seq=1)
+    rig.run(0.19)
+    assert rig.codes() == [] and rig.setpoints[-1].positions[0] > 0.0
+    rig.run(0.03)       # heartbeat now older than 0.2 s
+    assert rig.codes() == [(1, 'HEARTBEAT_LOST')]
+    assert rig.core.state == HOLDING
+    held = rig.setpoints[-1].positions.copy()
+    n = len(rig.setpoints)
+    rig.run(0.5)
+    assert all(np.array_equal(s.positions, held) for s in rig.setpoints[n:])
+
+
+def test_heartbeats_keep_a_goal_running_to_success():
+    rig = Rig(heartbeat_timeout=0.2)
+    for _ in range(60):
+        rig.core.update_heartbeat(rig.t, True, 'ok')
+        if rig.core.last_sequence is None:
+            rig.goal([0.5], [[0.5, 0.5]], seq=1)
+        rig.run(0.02)
+    assert rig.codes() == [(1, 'SUCCESSFUL')]
+
+
+def test_a_stalled_or_jumping_ros_clock_cannot_disable_the_heartbeat_watchdog():
+    """The watchdog lives on the steady clock the core is given; the ROS time a goal is
+    validated with moves the goal's points, never the watchdog."""
+    rig = Rig(heartbeat_timeout=0.2)
+    rig.core.update_heartbeat(rig.t, True, 'ok')
+    g = validate_goal(_traj([0.5, 5.0], [[0.1, 0.1], [1.0, 1.0]], stamp=500.0), 1, 't',
+                      config=rig.core.config, last_sequence=None, ros_now=500.0,
+                      mono_now=rig.t, measured=rig.core.measured)   # ROS clock jumped back
+    rig.core.submit(g, 1)
+    rig.run(0.3)
+    assert rig.codes() == [(1, 'HEARTBEAT_LOST')]
+
+
+def test_consecutive_missed_deadlines_abort_deadline_missed_and_hold():
+    rig = Rig(max_late_ticks=5)
+    rig.goal([2.0], [[1.0, 1.0]], seq=1)
+    rig.run(0.1)
+    for _ in range(4):
+        rig.core.note_deadline(rig.t, 1)
+    rig.core.note_deadline(rig.t, 0)          # an on-time tick resets the count
+    for _ in range(4):
+        rig.core.note_deadline(rig.t, 1)
+    assert rig.codes() == []
+    rig.core.note_deadline(rig.t, 1)
+    rig.run(0.01)
+    assert rig.codes() == [(1, 'DEADLINE_MISSED')] and rig.core.state == HOLDING
+
+
+def test_one_long_stall_counts_every_missed_deadline():
+    rig = Rig(max_late_ticks=20)
+    rig.goal([2.0], [[1.0, 1.0]], seq=1)
+    rig.run(0.1)
+    rig.core.note_deadline(rig.t, 25)
+    rig.run(0.01)
+    assert rig.codes() == [(1, 'DEADLINE_MISSED')]
+
+
+def test_supervision_config_is_validated():
+    with pytest.raises(ConfigError, match='heartbeat_timeout'):
+        _cfg(heartbeat_timeout=-1.0)
+    with pytest.raises(ConfigError, match='max_late_ticks'):
+        _cfg(max_late_ticks=-1)
+
+
+def test_setpoint_beyond_the_executors_own_position_limit_aborts_and_holds_unclamped():
+    rig = Rig(position_lower=(-1.0, -1.0), position_upper=(0.5, 1.0))
+    rig.goal([1.0], [[0.8, 0.2]], seq=1)     # joint a would pass 0.5
+    rig.run(1.2)
+    (key, code), = rig.codes()
+    assert code == 'LIMIT_VIOLATED'
+    msg = rig.outcomes[0].message
+    assert 'joint a' in msg and '0.5' in msg, msg
+    assert rig.core.state == HOLDING
+    assert all(s.positions[0] <= 0.5 for s in rig.setpoints)
+    held = rig.setpoints[-1].positions[0]
+    assert 0.4 < held <= 0.5            # held where it was, not clamped onto the limit
+
+
+def test_position_limits_need_one_value_per_joint_and_lower_below_upper():
+    with pytest.raises(ConfigError, match='position_lower'):
+        _cfg(position_lower=(0.0,), position_upper=(1.0, 1.0))
+    with pytest.raises(ConfigError, match='lower must be below upper'):
+        _cfg(position_lower=(1.0, 0.0), position_upper=(0.0, 1.0))

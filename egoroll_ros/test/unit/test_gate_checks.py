@@ -285,7 +285,8 @@ def test_bimanual_reports_the_offending_arm_frame_only():
     (dict(max_step=(0.1, 0.2)), 'max_step'),
     (dict(disabled_checks=frozenset({'finite'})), 'disabled_checks'),
     (dict(velocity_scale=1.5), 'velocity_scale'),
-    (dict(position_limits=(('nope', 0.0, 1.0),)), 'position_limits'),
+    (dict(position_limits=(('nope', 0.0, 1.0),)), 'position_limit_joints'),
+    (dict(position_limits=(('pan', 1.0, 0.5),)), 'position_limit_lower'),
     (dict(ee_workspace_min=(0, 0)), 'ee_workspace_min'),
 ])
 def test_bad_configuration_names_the_parameter(kw, name):
@@ -296,7 +297,7 @@ def test_bad_configuration_names_the_parameter(kw, name):
 def test_position_limit_override_must_lie_within_the_urdf():
     cfg = arm_config(position_limits=(('pan', -2.5, 1.0),))
     verdict = run(good(), cfg=cfg)
-    assert checks(verdict) == {'robot_model'} and 'position_limits' in verdict.summary
+    assert checks(verdict) == {'robot_model'} and 'position_limit_lower' in verdict.summary
     tight = arm_config(position_limits=(('pan', -1.0, 0.105),))
     assert checks(run(good(), cfg=tight)) == {'position_limit'}
 

@@ -1,0 +1,37 @@
+"""Ctrl-C ends every node cleanly: status 0 and no traceback, also when SIGINT comes again and
+again while the node tears down (a terminal's Ctrl-C reaches the node and ros2 launch, which
+forwards its own SIGINT: the node sees two)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+import signal
+import subprocess
+import time
+
+from ament_index_python.packages import get_package_share_directory
+import pytest
+
+from egoroll_ros.core.launch_graph import describe
+
+pytestmark = pytest.mark.integration
+SHARE = Path(get_package_share_directory('egoroll_ros'))
+
+
+def test_repeated_sigint_exits_every_node_with_status_0_and_no_traceback(launcher):
+    procs = launcher.start_graph(describe('sim', {'namespace': 'arm1'}, SHARE))
+    for proc in procs:
+        deadline = time.monotonic() + 20.0
+        sent = 0
+        while proc.popen.poll() is None and time.monotonic() < deadline:
+            os.killpg(proc.popen.pid, signal.SIGINT)   # first, second, ... SIGINT
+            sent += 1
+            with contextlib.suppress(subprocess.TimeoutExpired):   # then send another
+                proc.popen.wait(0.005)
+        assert proc.popen.poll() is not None, f'{proc.name} still running after {sent} SIGINTs'
+        log = proc.log()
+        assert sent >= 2, proc.name
+        assert proc.popen.returncode == 0, f'{proc.name} exited {proc.popen.returncode}:\n{log}'
+        assert 'Traceback' not in log and 'KeyboardInterrupt' not in log, f'{proc.name}:\n{log}'

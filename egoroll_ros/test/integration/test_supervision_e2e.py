@@ -1,0 +1,165 @@
+"""The executor supervises the gate: installed sim_robot, trajectory_server and safety_gate.
+
+A goal sent straight to the executor by another node (within and beyond the URDF limits) is
+refused SOURCE_REFUSED while a chunk runs. Then SIGKILL of the safety gate mid-chunk: the
+gate's ``safety/heartbeat`` stops, and the executor aborts the goal (HEARTBEAT_LOST) and holds,
+measured on the stamps of ``executor/commanded`` (``command_timeout`` is off here, so nothing
+else can stop it before the 6 s chunk ends). An e-stop pressed after the gate died changes
+nothing (the arm already holds), and a goal sent straight to the executor meanwhile, even one
+naming the gate as its source, is refused HEARTBEAT_LOST.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray
+import numpy as np
+import pytest
+from rclpy.action import ActionClient
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState, Joy
+
+from egoroll_interfaces.action import ExecuteTrajectory
+from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_ros.core.types import Chunk, JointTrajectoryData
+from egoroll_ros.ros.convert import chunk_to_msg, trajectory_to_msg
+from egoroll_ros.testing import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.safety]
+
+ARM = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
+       'wrist_pitch', 'wrist_roll', 'gripper']
+START = [0.0, 0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.02]
+ROLL = ARM.index('wrist_roll')
+HEARTBEAT_TIMEOUT = 0.25
+RATE = 100.0
+BOUND = 1.5      # s: generous for a shared 2-core machine, well short of the 6 s chunk
+
+
+def _stamp(m) -> float:
+    return m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
+
+
+def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothing(
+        ros_graph, launcher):
+    from ament_index_python.packages import get_package_share_directory
+
+    share = get_package_share_directory('egoroll_ros')
+    urdf = f'{share}/urdf/demo_arm.urdf'
+    vmax = [2.0] * 7 + [0.1]
+    launcher.start('sim_robot', 'sim_robot', params=dict(
+        joints=ARM, initial_positions=START, max_velocity=vmax, urdf_path=urdf),
+        wait_publishers=['joint_states'])
+    launcher.start('trajectory_server', 'trajectory_server', params=dict(
+        joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0], state_timeout=3.0,
+        control_rate=RATE, heartbeat_timeout=HEARTBEAT_TIMEOUT, command_timeout=0.0,
+        max_late_ticks=0, diagnostics_rate=10.0), wait_actions=['execute_trajectory'])
+    gate = launcher.start('safety_gate', 'safety_gate',
+                          params_files=[f'{share}/config/safety_gate.yaml'],
+                          params=dict(urdf_path=urdf, joy_timeout=1.0,
+                                      max_joint_state_age=0.5),
+                          wait_subscriptions=['policy/chunk', 'quest/joy'],
+                          wait_publishers=['safety/verdict', 'safety/heartbeat'])
+    node = ros_graph.node('supervision_tester')
+    chunk_pub = node.create_publisher(ActionChunk, 'policy/chunk', 10)
+    joy_pub = node.create_publisher(Joy, 'quest/joy', 10)
+    verdicts = ros_graph.collect(node, GateVerdict, 'safety/verdict')
+    states = ros_graph.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
+    commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
+    diag = ros_graph.collect(node, DiagnosticArray, '/diagnostics')
+    ros_graph.wait_for_subscribers(chunk_pub)
+    ros_graph.wait_for_subscribers(joy_pub)
+    joy = {'estop': 0}
+    stop = threading.Event()
+
+    def hold_deadman() -> None:
+        while not stop.wait(0.02):
+            msg = Joy(axes=[0.0, 0.0, 0.0, 1.0], buttons=[0, joy['estop']])
+            msg.header.stamp = node.get_clock().now().to_msg()
+            joy_pub.publish(msg)
+
+    client = ActionClient(node, ExecuteTrajectory, 'execute_trajectory')
+    rogue_seq = [10**15]
+
+    def rogue_goal(source: str, target: np.ndarray):
+        assert client.wait_for_server(timeout_sec=10.0)
+        rogue_seq[0] += 1
+        goal = ExecuteTrajectory.Goal(sequence=rogue_seq[0], source=source)
+        goal.trajectory = trajectory_to_msg(JointTrajectoryData(
+            tuple(ARM), np.array([1.0]), np.asarray(target)[None, :], stamp=0.0))
+        fut = client.send_goal_async(goal)
+        wait_until(fut.done, 10.0, 'goal answered')
+        res_fut = fut.result().get_result_async()
+        wait_until(res_fut.done, 10.0, 'goal result')
+        return res_fut.result().result
+
+    thread = threading.Thread(target=hold_deadman, daemon=True)
+    thread.start()
+    try:
+        states.wait_for(timeout=10.0)
+        offset = time.time() - time.monotonic()
+        # Wait until the executor has the gate's heartbeat and the gate forwards.
+        q0 = np.array(states.snapshot()[-1].position)
+        seq = 1
+        for _ in range(50):
+            stamp = node.get_clock().now().nanoseconds * 1e-9
+            times = 0.05 * np.arange(1, 121)
+            pos = np.tile(q0, (len(times), 1))
+            pos[:, ROLL] += 0.4 * np.maximum(times - 0.5, 0.0)
+            traj = JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp)
+            start = len(verdicts.snapshot())
+            chunk_pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, traj)))
+            v = verdicts.wait_for(lambda v, s=seq: v.sequence == s, 10.0, start=start)
+            seq += 1
+            if v.forwarded:
+                break
+            time.sleep(0.1)   # the gate not ready yet (deadman, discovery): try again
+        assert v.forwarded, v.summary
+        wait_until(lambda: abs(commanded.snapshot()[-1].position[ROLL] - q0[ROLL]) > 0.05
+                   if commanded.snapshot() else False, 10.0, 'the chunk moves the setpoints')
+        # A goal from another node while the gate lives, within and beyond the URDF limits
+        # (elbow upper limit 2.0 rad): refused, the running goal unaffected.
+        for elbow in (q0[ARM.index('elbow')] + 0.01, 2.15):
+            target = q0.copy()
+            target[ARM.index('elbow')] = elbow
+            result = rogue_goal('rogue', target)
+            assert result.error_code == ExecuteTrajectory.Result.SOURCE_REFUSED, \
+                result.error_string
+        t_kill = time.monotonic()
+        os.kill(gate.popen.pid, signal.SIGKILL)
+        gate.popen.wait(timeout=10.0)
+
+        def held_since() -> float | None:
+            msgs = commanded.snapshot()
+            last_change = None
+            for a, b in zip(msgs, msgs[1:], strict=False):
+                if list(a.position) != list(b.position):
+                    last_change = _stamp(b) - offset
+            if last_change is None or _stamp(msgs[-1]) - offset < last_change + 0.3:
+                return None     # not yet 0.3 s of identical setpoints
+            return last_change
+
+        last_change = wait_until(held_since, 10.0, 'executor/commanded holds')
+        latency = last_change - t_kill
+        print(f'\ngate SIGKILL -> last changing setpoint {latency * 1e3:.1f} ms '
+              f'(heartbeat_timeout {HEARTBEAT_TIMEOUT} s, period {1e3 / RATE:.0f} ms)')
+        assert latency < BOUND, latency
+        diag.wait_for(lambda d: any('HEARTBEAT_LOST' in kv.value for st in d.status
+                                    for kv in st.values), timeout=10.0)
+        # E-stop after the gate died: the arm already holds and stays so.
+        held = np.array(commanded.snapshot()[-1].position)
+        joy['estop'] = 1
+        n = len(commanded.snapshot())
+        for m in commanded.wait_count(n + 50, 10.0)[n:]:
+            np.testing.assert_array_equal(np.array(m.position), held)
+        # A goal straight to the executor while the gate is dead, even one naming the gate as
+        # its source: refused.
+        result = rogue_goal('/safety_gate', held)
+        assert result.error_code == ExecuteTrajectory.Result.HEARTBEAT_LOST, result.error_string
+    finally:
+        stop.set()
+        thread.join(timeout=2.0)

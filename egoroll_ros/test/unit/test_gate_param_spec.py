@@ -1,0 +1,33 @@
+"""The gate's parameter spec and its core validation agree at every numeric lower bound: a
+value the declared spec accepts is one the core accepts, so a node never starts with a
+descriptor that allows what configure refuses (e.g. max_chunk_age = 0)."""
+
+from __future__ import annotations
+
+import pytest
+
+from egoroll_ros.core.gate import config_from_params
+from egoroll_ros.errors import ConfigError
+from egoroll_ros.nodes.safety_gate import PARAMS
+from egoroll_ros.ros.params import params_from_yaml
+
+JOINTS = {'joints': ['a', 'b']}
+BOUNDED = [s for s in PARAMS if s.type is float and s.min is not None]
+
+
+@pytest.mark.parametrize('spec', BOUNDED, ids=[s.name for s in BOUNDED])
+def test_the_spec_and_the_core_agree_at_the_lower_bound(spec):
+    try:
+        values = params_from_yaml(None, 'safety_gate', PARAMS, {**JOINTS, spec.name: spec.min})
+    except ConfigError as exc:
+        assert f"'{spec.name}'" in str(exc)
+        return
+    try:
+        config_from_params(values)
+    except ConfigError as exc:
+        assert f"'{spec.name}'" not in str(exc), f'spec allows {spec.min}, core: {exc}'
+
+
+def test_max_chunk_age_zero_is_refused_naming_the_parameter():
+    with pytest.raises(ConfigError, match="'max_chunk_age'"):
+        params_from_yaml(None, 'safety_gate', PARAMS, {**JOINTS, 'max_chunk_age': 0.0})
