@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from egoroll_ros.core.blend import BlendedMotion, MotionLimits, RuckigStop, join_chunk
 from egoroll_ros.core.trajectory import (
     INTERPOLATIONS,
     DecelerationStop,
@@ -44,6 +45,11 @@ CODES: dict[str, int] = {
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
+#: How a new goal replaces the running one: ``splice`` (cubic/quintic from the current
+#: setpoint into the goal's points, no acceleration or jerk bound) or ``blend`` (a jerk-limited
+#: join within max_velocity/max_acceleration/max_jerk, see core/blend.py; refused when it
+#: cannot be done within max_blend_time, and the running goal continues).
+SEAMS = ('splice', 'blend')
 IDLE_OUTPUTS = ('hold', 'silent')
 
 # States of the executor.
@@ -76,6 +82,9 @@ class ExecutorConfig:
     idle_output: str = 'hold'
     interpolation: str = 'auto'
     blend_time: float = 0.0
+    seam: str = 'splice'
+    max_jerk: tuple[float, ...] = ()
+    max_blend_time: float = 0.5
     #: Supervision (see :meth:`ExecutorCore.supervise`): s without an interlock heartbeat
     #: after which goals abort HEARTBEAT_LOST and new ones are refused; 0 = not supervised.
     heartbeat_timeout: float = 0.0
@@ -140,6 +149,25 @@ class ExecutorConfig:
                                   f'be below upper for {", ".join(bad)}')
         if int(self.max_late_ticks) != self.max_late_ticks or self.max_late_ticks < 0:
             raise ConfigError("parameter 'max_late_ticks': must be an integer >= 0 (0 = off)")
+        self._validate_seam(n)
+
+    def _validate_seam(self, n: int) -> None:
+        if self.seam not in SEAMS:
+            raise ConfigError(f"parameter 'seam': must be one of {SEAMS}")
+        jerk = tuple(float(v) for v in self.max_jerk)
+        object.__setattr__(self, 'max_jerk', jerk)
+        if self.seam == 'blend' or jerk:
+            if len(jerk) != n:
+                raise ConfigError(f"parameter 'max_jerk': needs one value per joint ({n}) "
+                                  f"for seam 'blend', got {len(jerk)}")
+            if not all(math.isfinite(v) and v > 0.0 for v in jerk):
+                raise ConfigError("parameter 'max_jerk': every value must be finite and > 0")
+        if self.seam == 'blend':
+            if not self.blend_time > 0.0:
+                raise ConfigError("parameter 'blend_time': must be > 0 for seam 'blend' (the "
+                                  'shortest join)')
+            if not self.max_blend_time >= self.blend_time:
+                raise ConfigError("parameter 'max_blend_time': must be >= blend_time")
 
     @property
     def period(self) -> float:
@@ -315,7 +343,11 @@ class ExecutorCore:
         self._path_tol = np.array(config.path_tolerance)
         self._goal_tol = np.array(config.goal_tolerance)
         self.state = IDLE
-        self.motion: PiecewiseTrajectory | DecelerationStop | None = None
+        self.motion: PiecewiseTrajectory | DecelerationStop | BlendedMotion | RuckigStop | \
+            None = None
+        self._limits = MotionLimits(self._vmax, self._amax, np.array(config.max_jerk)) \
+            if config.max_jerk else None
+        self.refused = 0  # goals refused at the seam while the running one continued
         self._active: _Active | None = None
         self._pending: _Active | None = None
         self._doomed: _Active | None = None  # active goal replaced by an accepted pending one
@@ -498,7 +530,8 @@ class ExecutorCore:
                 else str(self.active_sequence),
                 'last_sequence': '' if self.last_sequence is None else str(self.last_sequence),
                 'late_ticks': str(self.late_ticks), 'ticks': str(self.ticks),
-                'last_error': self.last_error, 'joint_state_age': age}
+                'last_error': self.last_error, 'joint_state_age': age,
+                'seam': self.config.seam, 'seam_refusals': str(self.refused)}
 
     # ----- internals ----------------------------------------------------------------------
     def _end(self, g: _Active, code: str, message: str, now: float) -> None:
@@ -513,7 +546,8 @@ class ExecutorCore:
             return None
         return self.motion.sample(now)
 
-    def _set_motion(self, motion: PiecewiseTrajectory | DecelerationStop) -> None:
+    def _set_motion(self, motion: PiecewiseTrajectory | DecelerationStop | BlendedMotion |
+                    RuckigStop) -> None:
         self.motion = motion
         self._motion_changed = True
 
@@ -532,7 +566,7 @@ class ExecutorCore:
                 return
             cur = (self._measured.positions, np.zeros(self.n), np.zeros(self.n))
         if self.config.stop_behavior == 'decelerate' and np.any(cur[1] != 0.0):
-            self._set_motion(DecelerationStop(now, cur[0], cur[1], self._amax))
+            self._set_motion(self._deceleration(now, cur))
             self.state = STOPPING
         else:
             # Hold exactly at the last setpoint sent: the command stops changing at once.
@@ -541,7 +575,21 @@ class ExecutorCore:
             self.state = HOLDING
         self._continuous = True
 
+    def _deceleration(self, now: float, cur: tuple[np.ndarray, np.ndarray, np.ndarray]
+                      ) -> DecelerationStop | RuckigStop:
+        """The stop motion from ``cur``: jerk-limited when max_jerk is configured."""
+        if self._limits is not None:
+            try:
+                return RuckigStop(now, cur[0], cur[1], cur[2], self._limits)
+            except TrajectoryError as exc:
+                self.last_error = f'jerk-limited stop impossible ({exc}); braking at ' \
+                    'max_acceleration'
+        return DecelerationStop(now, cur[0], cur[1], self._amax)
+
     def _adopt(self, now: float) -> None:
+        if self.config.seam == 'blend':
+            self._adopt_blend(now)
+            return
         new, self._pending = self._pending, None
         old, self._active = self._active, None
         if old is not None:
@@ -582,6 +630,54 @@ class ExecutorCore:
         self._set_motion(traj)
         self.state = EXECUTING
         self._continuous = continuous
+
+    def _adopt_blend(self, now: float) -> None:
+        """Adopt the pending goal through a jerk-limited join (seam ``blend``).
+
+        While executing, the join starts from the running motion's state; when it cannot be
+        done within the limits the new goal ends ``LIMIT_VIOLATED`` and the running goal
+        continues unchanged. Otherwise (at rest, holding or stopping) it starts from the
+        measured positions, or the stop motion's velocity and acceleration.
+        """
+        new, self._pending = self._pending, None
+        old = self._active
+        g = new.goal
+        running = self.state == EXECUTING and self.motion is not None and old is not None
+        if running:
+            q, v, a = self.motion.sample(now)
+        else:
+            m = self._measured
+            if m is None or now - m.received > self.config.state_timeout:
+                self._end(new, 'STALE_STATE' if m else 'NO_STATE',
+                          'no fresh joint_states to start from', now)
+                self._stop(now)
+                return
+            q = m.positions.copy()
+            if self.state == STOPPING and self.motion is not None:
+                _, v, a = self.motion.sample(now)
+            else:
+                v, a = np.zeros(self.n), np.zeros(self.n)
+        try:
+            motion = join_chunk(now, q, v, a, g.times, g.positions, g.velocities,
+                                g.accelerations, self._limits, self.config.blend_time,
+                                self.config.max_blend_time, self.config.period / 4.0,
+                                self.config.joints)
+        except TrajectoryError as exc:
+            if running:
+                self.refused += 1
+                self._end(new, exc.code, f'refused at the seam, sequence {old.goal.sequence} '
+                          f'continues: {exc}', now)
+                return
+            self._end(new, exc.code, str(exc), now)
+            self._stop(now)
+            return
+        if old is not None:
+            self._active = None
+            self._end(old, 'PREEMPTED', f'replaced by sequence {g.sequence}', now)
+        self._active = new
+        self._set_motion(motion)
+        self.state = EXECUTING
+        self._continuous = running
 
     def _watchdogs(self, now: float) -> None:
         cfg = self.config

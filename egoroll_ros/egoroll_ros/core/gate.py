@@ -40,7 +40,7 @@ WHOLE_CHUNK = -1
 #: Checks run on every chunk by :func:`check` that a configuration may turn off.
 OPTIONAL_CHECKS = (
     'point_spacing', 'chunk_age', 'chunk_in_past', 'position_limit', 'max_step',
-    'velocity_limit', 'acceleration_limit', 'start_deviation', 'ee_rotation_jump',
+    'velocity_limit', 'acceleration_limit', 'jerk_limit', 'start_deviation', 'ee_rotation_jump',
     'ee_translation_jump', 'ee_workspace', 'ee_soft_translation', 'ee_hard_translation',
     'gripper_range',
 )
@@ -135,7 +135,8 @@ def _tuple(value: float | Sequence[float]) -> tuple[float, ...]:
 class GateConfig:
     """Limits and switches of the safety gate. Field names are the node's parameter names.
 
-    Per-joint fields (``max_step``, ``max_start_deviation``, ``acceleration_limits``) take one
+    Per-joint fields (``max_step``, ``max_start_deviation``, ``acceleration_limits``,
+    ``jerk_limits``) take one
     value for every joint or one per joint in ``joints`` order. Every check is on; a check is
     off only when named in ``disabled_checks``.
 
@@ -155,6 +156,7 @@ class GateConfig:
         max_step: rad (m for prismatic), largest change between consecutive points.
         velocity_scale: fraction of the URDF velocity limits allowed.
         acceleration_limits: rad/s^2 (m/s^2).
+        jerk_limits: rad/s^3 (m/s^3), finite differences of those accelerations.
         max_start_deviation: rad (m), first point vs the measured position.
         ee_max_rotation_step: rad, geodesic angle between consecutive end-effector poses.
         ee_max_translation_step: m, distance between consecutive end-effector positions.
@@ -181,6 +183,7 @@ class GateConfig:
     max_step: tuple[float, ...] = (0.2,)
     velocity_scale: float = 0.5
     acceleration_limits: tuple[float, ...] = (20.0,)
+    jerk_limits: tuple[float, ...] = (5000.0,)
     max_start_deviation: tuple[float, ...] = (0.15,)
     ee_max_rotation_step: float = 0.3
     ee_max_translation_step: float = 0.05
@@ -197,7 +200,7 @@ class GateConfig:
         set_('ee_frames', tuple(self.ee_frames))
         set_('gripper_joints', tuple(self.gripper_joints))
         for name in ('gripper_min', 'gripper_max', 'max_step', 'acceleration_limits',
-                     'max_start_deviation', 'ee_workspace_min', 'ee_workspace_max'):
+                     'jerk_limits', 'max_start_deviation', 'ee_workspace_min', 'ee_workspace_max'):
             set_(name, _tuple(getattr(self, name)))
         set_('position_limits', tuple((str(j), float(lo), float(hi))
                                       for j, lo, hi in self.position_limits))
@@ -236,7 +239,7 @@ class GateConfig:
                       f'({self.ee_soft_translation})')
         if self.velocity_scale > 1.0:
             raise bad('velocity_scale', 'must be <= 1 (the URDF limit is the ceiling)')
-        for name in ('max_step', 'acceleration_limits', 'max_start_deviation'):
+        for name in ('max_step', 'acceleration_limits', 'jerk_limits', 'max_start_deviation'):
             v = getattr(self, name)
             if len(v) not in (1, len(self.joints)):
                 raise bad(name, f'needs 1 value or one per joint ({len(self.joints)}), '
@@ -312,6 +315,7 @@ class Limits:
     velocity: np.ndarray
     acceleration: np.ndarray
     max_step: np.ndarray
+    jerk: np.ndarray
     start_deviation: np.ndarray
     gripper_cols: np.ndarray
     gripper_min: np.ndarray
@@ -374,7 +378,7 @@ def prepare(robot_model: RobotModel, config: GateConfig) -> Limits:
     return Limits(
         joints=config.joints, lower=lower, upper=upper, continuous=continuous,
         velocity=velocity, acceleration=_per_joint(config.acceleration_limits, n),
-        max_step=_per_joint(config.max_step, n),
+        max_step=_per_joint(config.max_step, n), jerk=_per_joint(config.jerk_limits, n),
         start_deviation=_per_joint(config.max_start_deviation, n),
         gripper_cols=np.array([col[j] for j in config.gripper_joints], dtype=int),
         gripper_min=np.array(config.gripper_min, dtype=float),
@@ -603,6 +607,8 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
             if vel_decl is not None:
                 out.mask('velocity_limit', np.abs(vel_decl) > vl, vel_decl, vl, joints, 0,
                          'declared velocity {v:.6g} exceeds {lim:.6g}')
+        if config.enabled('jerk_limit') and vel.shape[0] >= 3:
+            _jerk_check(out, vel, vdt, lim.jerk, joints, voff)
         if config.enabled('acceleration_limit'):
             if vel.shape[0] >= 2:
                 mid = 0.5 * (vdt[1:] + vdt[:-1])
@@ -622,6 +628,23 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
     trans, rots = lim.fk.compute_batch_last(full)
     verdict.ee_paths = trans.transpose(1, 2, 0)                         # (F, M, 3) view
     _ee_path_checks(out, trans, rots, config.ee_frames, config, qm is not None)
+
+
+def _jerk_check(out: _Collector, vel: np.ndarray, vdt: np.ndarray, limit: np.ndarray,
+                joints: Sequence[str], voff: int) -> None:
+    """Jerk by finite differences: of the accelerations the acceleration check computes
+    (each sits at the point between two steps), over the time between those points; a
+    violation names the later point.
+
+    Args:
+        vel: (S, J) finite-difference velocities of S consecutive steps; vdt: (S,) their
+            durations; voff: chunk index of the point ending step 0.
+    """
+    mid = 0.5 * (vdt[1:] + vdt[:-1])
+    acc = (vel[1:] - vel[:-1]) / mid[:, None]
+    jerk = (acc[1:] - acc[:-1]) / vdt[1:-1, None]
+    out.mask('jerk_limit', np.abs(jerk) > limit, jerk, limit, joints, voff + 1,
+             'finite-difference jerk {v:.6g} exceeds {lim:.6g}')
 
 
 def measured_at_observation(history: Sequence[JointStateData],

@@ -141,6 +141,9 @@ class Interlock:
         self._max_seen = -1
         self.last_forwarded: int | None = None
         self.goal_sequence: int | None = None
+        # Forwarded goals whose end has not been reported: an executor with seam blend may
+        # refuse the newest at the seam and keep running the one before it.
+        self._live: set[int] = set()
         self.epoch = 0                    # increments on every CANCEL
         self._pending: tuple[Any, int, float] | None = None  # chunk, sequence, expiry
         self._expired: int | None = None  # sequence whose confirmation expired last
@@ -217,6 +220,7 @@ class Interlock:
         if self.goal_sequence is not None:
             self.stats['stops'] += 1
         self.goal_sequence = None
+        self._live.clear()
         return out + [Decision(Kind.CANCEL, reason)]
 
     def _drop_pending(self, reason: str) -> list[Decision]:
@@ -314,6 +318,7 @@ class Interlock:
     def _forward(self, chunk: Any, sequence: int) -> Decision:
         self.last_forwarded = sequence
         self.goal_sequence = sequence
+        self._live.add(sequence)
         self._pending = None
         self.stats['forwarded'] += 1
         return Decision(Kind.FORWARD, f'chunk {sequence} forwarded', chunk)
@@ -356,9 +361,13 @@ class Interlock:
         return self._cancel(reason)
 
     def goal_ended(self, sequence: int) -> None:
-        """The executor reported the end of goal ``sequence``."""
+        """The executor reported the end of goal ``sequence``.
+
+        When it was the newest, the running goal is the newest one still not ended (the
+        previous one, when the executor refused this one at the seam), else none."""
+        self._live.discard(sequence)
         if self.goal_sequence == sequence:
-            self.goal_sequence = None
+            self.goal_sequence = max(self._live, default=None)
 
     def goal_refused(self, sequence: int) -> None:
         """The executor refused goal ``sequence`` (it never ran)."""

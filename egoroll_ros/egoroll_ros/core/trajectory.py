@@ -174,6 +174,27 @@ class PiecewiseTrajectory:
         """The knots as (times, positions, velocities, accelerations)."""
         return self.times, self.positions, self.velocities, self.accelerations
 
+    def derivatives_many(self, ts: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Position, velocity, acceleration and jerk at each time in ``ts`` (shape (M,)).
+
+        Inside the knot span only (times outside are clamped to it); each result has shape
+        (M, J).
+        """
+        ts = np.clip(np.asarray(ts, dtype=float), self.times[0], self.times[-1])
+        if len(self.times) < 2:
+            z = np.zeros((len(ts), self.num_joints))
+            return np.broadcast_to(self.positions[0], z.shape).copy(), z, z.copy(), z.copy()
+        idx = np.clip(np.searchsorted(self.times, ts, side='right') - 1, 0, len(self.times) - 2)
+        tau = (ts - self.times[idx])[:, None]
+        c = self._coeffs[idx]
+        q = c[:, 0] + tau * (c[:, 1] + tau * (c[:, 2] + tau * (c[:, 3] + tau * (
+            c[:, 4] + tau * c[:, 5]))))
+        v = c[:, 1] + tau * (2 * c[:, 2] + tau * (3 * c[:, 3] + tau * (4 * c[:, 4] + tau * 5 *
+                                                                        c[:, 5])))
+        a = 2 * c[:, 2] + tau * (6 * c[:, 3] + tau * (12 * c[:, 4] + tau * 20 * c[:, 5]))
+        j = 6 * c[:, 3] + tau * (24 * c[:, 4] + tau * 60 * c[:, 5])
+        return q, v, a, j
+
 
 def _eval(c: np.ndarray, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     q = c[0] + tau * (c[1] + tau * (c[2] + tau * (c[3] + tau * (c[4] + tau * c[5]))))

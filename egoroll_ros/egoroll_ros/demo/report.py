@@ -57,6 +57,81 @@ class DemoLog:
     obs_to_forward_excl_inference: list[float] = field(default_factory=list)
     executor_ticks: int = 0
     executor_late_ticks: int = 0
+    #: Header stamps (s, ROS clock) of the commanded setpoints, beside ``t_commanded``: the
+    #: executor's own tick times, for differentiating (receipt times carry transport jitter).
+    stamp_commanded: list[float] = field(default_factory=list)
+
+
+#: Seconds after a forwarded chunk's verdict that count as its seam (adoption at the next
+#: executor tick and the start of the join).
+SEAM_WINDOW = 0.05
+
+
+def commanded_derivatives(log: DemoLog) -> dict[str, np.ndarray]:
+    """Accelerations and jerks of ``executor/commanded`` by differences of the stamped
+    setpoints: times (monotonic since start, for each acceleration / jerk sample) and values
+    (samples x joints). Duplicate or out-of-order stamps are dropped."""
+    n = len(log.stamp_commanded)
+    empty = {'t_acc': np.zeros(0), 'acc': np.zeros((0, len(log.joint_names))),
+             't_jerk': np.zeros(0), 'jerk': np.zeros((0, len(log.joint_names)))}
+    if n < 4 or len(log.t_commanded) != n:
+        return empty
+    ts = np.asarray(log.stamp_commanded)
+    order = np.argsort(ts, kind='stable')
+    ts, q = ts[order], np.asarray(log.commanded)[order]
+    tr = np.asarray(log.t_commanded)[order]
+    keep = np.concatenate([[True], np.diff(ts) > 1e-6])
+    ts, q, tr = ts[keep], q[keep], tr[keep]
+    if len(ts) < 4:
+        return empty
+    # Map the stamps onto the log's clock (seconds since start) by their median offset.
+    tl = ts + float(np.median(tr - ts))
+    dt = np.diff(ts)
+    v = np.diff(q, axis=0) / dt[:, None]
+    mid = 0.5 * (ts[1:] + ts[:-1])
+    a = np.diff(v, axis=0) / np.diff(mid)[:, None]          # at ts[1:-1]
+    j = np.diff(a, axis=0) / np.diff(ts[1:-1])[:, None]      # between ts[1:-1] samples
+    return {'t_acc': tl[1:-1], 'acc': a, 't_jerk': 0.5 * (tl[1:-2] + tl[2:-1]), 'jerk': j}
+
+
+def seam_figures(log: DemoLog, window: float = SEAM_WINDOW,
+                 acceleration_limits: list[float] | None = None,
+                 jerk_limits: list[float] | None = None) -> dict[str, Any]:
+    """Per-joint max |acceleration| and |jerk| of the commanded setpoints within ``window`` s
+    after each forwarded chunk (at seams) and elsewhere, the p99 over all joints of each and
+    their seam/elsewhere ratios; with limits, the number of samples beyond them."""
+    d = commanded_derivatives(log)
+    seams = np.array(sorted(v.t for v in log.verdicts if v.forwarded and not v.shadow))
+    out: dict[str, Any] = {'seams': int(len(seams)), 'window_s': window,
+                           'samples': int(len(d['t_acc']))}
+    if len(d['t_acc']) == 0:
+        return out
+
+    def at_seam(t: np.ndarray) -> np.ndarray:
+        if len(seams) == 0:
+            return np.zeros(len(t), dtype=bool)
+        i = np.searchsorted(seams, t, side='right') - 1
+        return (i >= 0) & (t - seams[np.clip(i, 0, None)] <= window)
+
+    def stats(values: np.ndarray, mask: np.ndarray) -> dict[str, Any]:
+        if not mask.any():
+            return {'max': [], 'p99': float('nan')}
+        sub = np.abs(values[mask])
+        return {'max': [round(float(x), 4) for x in sub.max(axis=0)],
+                'p99': float(np.percentile(sub, 99))}
+
+    for name, tkey in (('acceleration', 't_acc'), ('jerk', 't_jerk')):
+        key = 'acc' if name == 'acceleration' else 'jerk'
+        seam = at_seam(d[tkey])
+        s_in, s_out = stats(d[key], seam), stats(d[key], ~seam)
+        ratio = s_in['p99'] / s_out['p99'] if s_out['p99'] and s_out['p99'] > 0 else \
+            float('nan')
+        out[name] = {'at_seams': s_in, 'elsewhere': s_out, 'p99_ratio': ratio}
+        limits = acceleration_limits if name == 'acceleration' else jerk_limits
+        if limits is not None:
+            over = np.abs(d[key]) > np.asarray(limits) * (1.0 + 1e-3)
+            out[name]['beyond_limits'] = int(over.sum())
+    return out
 
 
 def tracking_error(log: DemoLog) -> dict[str, float]:
@@ -138,6 +213,7 @@ def summarize(log: DemoLog, duration: float, task: bool = True) -> dict[str, Any
             _percentiles(log.obs_to_forward_excl_inference),
         'executor_ticks': log.executor_ticks,
         'executor_late_ticks': log.executor_late_ticks,
+        'seams': seam_figures(log),
         'executor_errors': log.executor_errors,
         'executor_refusals': log.executor_refusals,
         'gate_faults': log.gate_faults,
@@ -155,10 +231,11 @@ def plot(log: DemoLog, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     n = len(log.joint_names)
-    fig, axes = plt.subplots(n, 1, figsize=(11, 1.6 * n + 1.0), sharex=True, squeeze=False)
+    fig, axes = plt.subplots(n + 1, 1, figsize=(11, 1.6 * (n + 1) + 1.0), sharex=True,
+                             squeeze=False)
     qm = np.asarray(log.measured) if log.measured else np.zeros((0, n))
     qc = np.asarray(log.commanded) if log.commanded else np.zeros((0, n))
-    for j, ax in enumerate(axes[:, 0]):
+    for j, ax in enumerate(axes[:n, 0]):
         if len(qc):
             ax.plot(log.t_commanded, qc[:, j], color='tab:blue', lw=1.0, label='commanded')
         if len(qm):
@@ -176,10 +253,31 @@ def plot(log: DemoLog, path: Path) -> None:
     axes[0, 0].legend(loc='upper right', fontsize=8)
     axes[0, 0].set_title('commanded vs measured; green/red lines: accepted/rejected chunks; '
                          'dotted: target reached', fontsize=9)
+    _plot_seams(log, axes[n, 0])
     axes[-1, 0].set_xlabel('time since start [s]')
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _plot_seams(log: DemoLog, ax: Any) -> None:
+    """Max |acceleration| over the joints of the commanded setpoints; seam samples marked."""
+    d = commanded_derivatives(log)
+    if len(d['t_acc']):
+        mag = np.abs(d['acc']).max(axis=1)
+        ax.plot(d['t_acc'], mag, color='tab:purple', lw=0.8, label='max |acc| over joints')
+        fig = seam_figures(log)
+        acc = fig.get('acceleration', {})
+        title = (f"seams: acc p99 {acc.get('at_seams', {}).get('p99', float('nan')):.3g} vs "
+                 f"{acc.get('elsewhere', {}).get('p99', float('nan')):.3g} rad/s^2 elsewhere; "
+                 f"jerk max {max(fig.get('jerk', {}).get('at_seams', {}).get('max') or [0]):.3g}"
+                 f" vs {max(fig.get('jerk', {}).get('elsewhere', {}).get('max') or [0]):.3g} "
+                 'rad/s^3')
+        ax.set_title(title, fontsize=8)
+    for v in log.verdicts:
+        if v.forwarded and not v.shadow:
+            ax.axvspan(v.t, v.t + SEAM_WINDOW, color='tab:green', alpha=0.15, lw=0)
+    ax.set_ylabel('|acc|', rotation=0, ha='right', fontsize=8)
 
 
 def write_report(log: DemoLog, duration: float, out_dir: Path,

@@ -206,6 +206,8 @@ class DemoSupervisor(Node):
             if self.t0 is not None:
                 self.log.t_commanded.append(self.now())
                 self.log.commanded.append(q.tolist())
+                self.log.stamp_commanded.append(msg.header.stamp.sec +
+                                                msg.header.stamp.nanosec * 1e-9)
 
     def _on_chunk(self, msg: ActionChunk) -> None:
         seq = int(msg.sequence)
@@ -267,7 +269,10 @@ class DemoSupervisor(Node):
                         continue
                     code = err.split(': ')[1] if err.count(': ') >= 1 else ''
                     expected = self.stopping and code == 'COMMAND_TIMEOUT'
-                    if code in EXECUTION_ABORTS and not expected:
+                    # A chunk refused at the seam leaves the running one executing: a
+                    # refusal, not an abort (core/executor.py, seam blend).
+                    refused = 'refused at the seam' in err
+                    if code in EXECUTION_ABORTS and not expected and not refused:
                         if err not in self.log.executor_errors:
                             self.log.executor_errors.append(err)
                     elif err not in self.log.executor_refusals:

@@ -32,6 +32,7 @@ from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
 from egoroll_ros.core.action_space import ActionSpace
+from egoroll_ros.core.aggregation import AGGREGATIONS, AggregationConfig, ChunkAggregator
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
@@ -54,6 +55,7 @@ from egoroll_ros.core.policy import (
 )
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 from egoroll_ros.core.step import Step, rollout_step
+from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import (
     CheckpointError,
     ConfigError,
@@ -180,6 +182,26 @@ PARAMS = [
     Param('quest.trigger_axes', 'int[]', [-1, -1], 'Joy axes of the left and right trigger '
           'values (-1: none).', min=-1, max=255, read_only=True),
     Param('frame_id', str, '', 'header.frame_id of published chunks.', read_only=True),
+    # Chunk aggregation and latency-aware chunking (core/aggregation.py); joint policies only.
+    Param('aggregation.mode', str, 'none', 'none | temporal_ensemble (ACT: exp(-m i) weights '
+          'over every overlapping prediction, oldest first) | weighted_average (LeRobot async '
+          'inference: old_weight x published + (1 - old_weight) x new on the overlap) | keep '
+          '(keep keep_points of the running chunk, replace the rest).',
+          choices=AGGREGATIONS, read_only=True),
+    Param('aggregation.ensemble_coefficient', float, 0.01, "temporal_ensemble: ACT's m "
+          '(per inference).', min=0.0, max=100.0, read_only=True),
+    Param('aggregation.old_weight', float, 0.3, 'weighted_average: weight of the published '
+          'chunk (LeRobot: 0.3).', min=0.0, max=1.0, read_only=True),
+    Param('aggregation.keep_points', int, 0, 'keep: points of the running chunk kept.',
+          min=0, max=10000, read_only=True),
+    Param('aggregation.pin_latency', bool, False, 'Pin the points due before the chunk lands '
+          '(inference latency + pin_margin) to the running chunk, as real-time chunking does; '
+          'report when inference is slower than the overlap.', read_only=True),
+    Param('aggregation.pin_margin', float, 0.0, 'Seconds after publishing that a chunk is '
+          'expected to reach the executor (transport and gate).', min=0.0, max=10.0,
+          read_only=True),
+    Param('aggregation.blend_points', int, 0, 'Points after a pinned or kept prefix that ramp '
+          'linearly from the running chunk to the new one.', min=0, max=10000, read_only=True),
     Param('markers.frames', 'str[]', [], 'End-effector frames whose predicted path (forward '
           'kinematics of each joint chunk) is drawn on policy/markers; the robot model comes '
           'from urdf_path, else robot_description. Empty: only the status text is drawn.',
@@ -228,6 +250,7 @@ class PolicyNode(LifecycleNode):
         self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
+        self.aggregator = self._make_aggregator()
         # Sequences continue across rollouts and above any earlier run of this node.
         self.sm = RolloutStateMachine(self.p['preflight_validity'], time.monotonic,
                                       first_sequence=time.time_ns() // 1000)
@@ -604,6 +627,7 @@ class PolicyNode(LifecycleNode):
             if gen == self._reset_generation and self.sm.is_current(gen):
                 self._reset_generation = -1
                 deadline = now  # first step of a new rollout right away
+                self.aggregator.reset()
                 try:
                     self.policy.reset()
                 except EgorollError as exc:
@@ -656,7 +680,7 @@ class PolicyNode(LifecycleNode):
             self.last_skip_reason = out
             return
         self.last_latency = latency = out.latency
-        msg = any_chunk_to_msg(out.chunk, frame_id=self.p['frame_id'])
+        msg = any_chunk_to_msg(self._aggregate(out.chunk), frame_id=self.p['frame_id'])
 
         def publish(seq: int) -> int:
             msg.sequence = seq
@@ -670,6 +694,37 @@ class PolicyNode(LifecycleNode):
             joints = obs.joints if obs.joints is not None else obs.state
             self.markers.publish(self.joints, joints, self.space.joint_path(out.output),
                                  f'RUNNING, chunk {seq}, {latency * 1e3:.0f} ms')
+
+    def _make_aggregator(self) -> ChunkAggregator:
+        p = self.p
+        cfg = AggregationConfig(
+            mode=p['aggregation.mode'], ensemble_coefficient=p['aggregation.ensemble_coefficient'],
+            old_weight=p['aggregation.old_weight'], keep_points=p['aggregation.keep_points'],
+            pin_latency=p['aggregation.pin_latency'], pin_margin=p['aggregation.pin_margin'],
+            blend_points=p['aggregation.blend_points'])
+        if cfg.active and self.setup.cartesian is not None:
+            raise ConfigError("parameter 'aggregation.mode': aggregation and pin_latency apply "
+                              'to joint policies only (this one is Cartesian)')
+        if cfg.active:
+            self.get_logger().info(f'chunk aggregation: {cfg.mode}, pin_latency '
+                                   f'{cfg.pin_latency}')
+        self.last_underrun = ''
+        return ChunkAggregator(cfg)
+
+    def _aggregate(self, chunk: Any) -> Any:
+        """The chunk to publish: the aggregation stage (a no-op unless configured)."""
+        if not self.aggregator.config.active or not isinstance(chunk, Chunk):
+            return chunk
+        traj = chunk.trajectory
+        now = self.get_clock().now().nanoseconds * 1e-9
+        res = self.aggregator.aggregate(chunk.stamp, traj.times, traj.positions, now)
+        if res.underrun is not None:
+            self.last_underrun = (f'inference slower than the chunk overlap: the running chunk '
+                                  f'ended {res.underrun:.3f} s before this one lands (the '
+                                  'executor decelerated to a hold at its end)')
+            self.get_logger().warning(self.last_underrun, once=True)
+        return dataclasses.replace(chunk, trajectory=dataclasses.replace(
+            traj, positions=res.positions))
 
     def _do_preflight(self) -> tuple[bool, str]:
         gen = self.sm.generation
@@ -710,6 +765,8 @@ class PolicyNode(LifecycleNode):
         detail = self.sm.detail
         if state is State.RUNNING and self.last_skip_reason:
             detail = f'{detail}; last skip: {self.last_skip_reason}'
+        if state is State.RUNNING and self.last_underrun:
+            detail = f'{detail}; {self.last_underrun} ({self.aggregator.underruns} times)'
         msg.detail = detail
         msg.policy_id = self.policy.metadata.fingerprint if self.policy is not None else ''
         msg.chunks_published = self.sm.chunks_published
@@ -728,7 +785,9 @@ class PolicyNode(LifecycleNode):
         values = [('state', st.state_name), ('policy_id', st.policy_id),
                   ('chunks_published', st.chunks_published),
                   ('inferences_skipped', st.inferences_skipped),
-                  ('last_inference_latency', st.last_inference_latency)]
+                  ('last_inference_latency', st.last_inference_latency),
+                  ('aggregation', self.aggregator.config.mode),
+                  ('overlap_underruns', self.aggregator.underruns)]
         values += [(f'age {n}', f'{a:.3f}')
                    for n, a in zip(st.input_names, st.input_ages, strict=True)]
         # clock offset (our clock at receipt - header stamp) of each input: last, min, max

@@ -110,6 +110,9 @@ PARAMS = [
           min=0.0, max=1.0, read_only=True, validate=_positive),
     Param('acceleration_limits', 'float[]', list(_D.acceleration_limits), 'rad/s^2 (m/s^2): '
           'one value or one per joint', min=0.0, read_only=True),
+    Param('jerk_limits', 'float[]', list(_D.jerk_limits), 'rad/s^3 (m/s^3), finite '
+          'differences of the accelerations: one value or one per joint', min=0.0,
+          read_only=True),
     Param('max_start_deviation', 'float[]', list(_D.max_start_deviation), 'rad (m) first '
           'point vs measured: one value or one per joint', min=0.0, read_only=True),
     Param('ee_max_rotation_step', float, _D.ee_max_rotation_step, 'rad between consecutive '

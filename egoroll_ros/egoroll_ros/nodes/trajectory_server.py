@@ -32,10 +32,12 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import InterlockHeartbeat
+from egoroll_ros.core.command_interface import command_order
 from egoroll_ros.core.executor import (
     CODES,
     HOLDING,
     IDLE_OUTPUTS,
+    SEAMS,
     STOP_BEHAVIORS,
     STOPPING,
     ExecutorConfig,
@@ -71,6 +73,9 @@ PARAMS = [
           '(std_msgs/Float64MultiArray stream) or joint_trajectory (forward the spliced '
           'trajectory to a joint_trajectory_controller).', choices=COMMAND_INTERFACES,
           read_only=True),
+    Param('command_joints', 'str[]', [], "Joint order of `command` (the controller's `joints` "
+          'parameter: Float64MultiArray values come in this order); the same joints as '
+          '`joints`, else refused; empty = the order of `joints`.', read_only=True),
     Param('state_timeout', float, 0.1, 'Max age of joint_states (s, steady clock) to accept '
           'a goal or keep executing.', min=0.001, max=10.0, read_only=True),
     Param('command_timeout', float, 0.5, 'Max time between goals while executing (s): a '
@@ -105,7 +110,8 @@ PARAMS = [
     Param('max_velocity', 'float[]', None, 'Per-joint max setpoint speed (rad/s or m/s).',
           min=1e-6, read_only=True),
     Param('max_acceleration', 'float[]', None, 'Per-joint deceleration for stop_behavior '
-          'decelerate (rad/s^2 or m/s^2).', min=1e-6, read_only=True),
+          'decelerate (rad/s^2 or m/s^2); with seam blend also the bound of every setpoint.',
+          min=1e-6, read_only=True),
     Param('stop_behavior', str, 'hold', 'On cancel or abort: hold the current setpoint, or '
           'decelerate at max_acceleration.', choices=STOP_BEHAVIORS, read_only=True),
     Param('idle_output', str, 'hold', 'When not executing: keep publishing the hold setpoint, '
@@ -114,8 +120,20 @@ PARAMS = [
           'linear, cubic or quintic.', choices=INTERPOLATIONS, read_only=True),
     Param('blend_time', float, 0.0, 'When a goal is adopted, its points due within this many '
           'seconds are dropped like past points, so the blend from the current setpoint into '
-          'the new path lasts at least this long (s); 0: only past points are dropped.',
+          'the new path lasts at least this long (s); 0: only past points are dropped. seam '
+          'blend: the shortest join (> 0).',
           min=0.0, max=1.0, read_only=True),
+    Param('seam', str, 'splice', 'How a new goal replaces the running one: splice (from the '
+          'current setpoint into its points, no acceleration/jerk bound) or blend (a '
+          'jerk-limited join in position, velocity and acceleration within max_velocity, '
+          'max_acceleration and max_jerk, lasting blend_time..max_blend_time; a goal that '
+          'cannot be joined so is refused and the running one continues).', choices=SEAMS,
+          read_only=True),
+    Param('max_jerk', 'float[]', [], 'Per-joint max jerk of the setpoints (rad/s^3 or m/s^3); '
+          "required for seam blend (also bounds the decelerating stop's jerk).", min=1e-6,
+          read_only=True),
+    Param('max_blend_time', float, 0.5, 'seam blend: longest join into a new goal (s); a goal '
+          'that cannot be joined within it is refused.', min=0.001, max=5.0, read_only=True),
     Param('feedback_rate', float, 20.0, 'Action feedback rate (Hz).', min=0.1, max=1000.0,
           read_only=True),
     Param('planned_rate', float, 10.0, 'Rate of executor/planned (Hz).', min=0.1, max=1000.0,
@@ -141,7 +159,7 @@ class TrajectoryServer(Node):
         joints = tuple(p['joints'])
         for name in ('max_velocity', 'max_acceleration'):
             per_joint(p[name], joints, name)
-        for name in ('path_tolerance', 'goal_tolerance'):
+        for name in ('path_tolerance', 'goal_tolerance', 'max_jerk'):
             if p[name]:
                 per_joint(p[name], joints, name)
         self.config = ExecutorConfig(
@@ -152,10 +170,13 @@ class TrajectoryServer(Node):
             max_velocity=tuple(p['max_velocity']),
             max_acceleration=tuple(p['max_acceleration']), stop_behavior=p['stop_behavior'],
             idle_output=p['idle_output'], interpolation=p['interpolation'],
-            blend_time=p['blend_time'], heartbeat_timeout=p['heartbeat_timeout'],
+            blend_time=p['blend_time'], seam=p['seam'], max_jerk=tuple(p['max_jerk']),
+            max_blend_time=p['max_blend_time'], heartbeat_timeout=p['heartbeat_timeout'],
             max_late_ticks=p['max_late_ticks'], position_lower=tuple(p['position_lower']),
             position_upper=tuple(p['position_upper']))
         self.interface = p['command_interface']
+        self._order = command_order(joints, p['command_joints'])
+        self._command_joints = [joints[i] for i in self._order]
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))
         self._planned_every = max(1, round(rate / p['planned_rate']))
@@ -165,6 +186,7 @@ class TrajectoryServer(Node):
         self._waiters: dict[bytes, _Waiter] = {}
         self._submitted: set[bytes] = set()  # goals handed to the core
         self._early_cancel: set[bytes] = set()  # canceled before their execute callback ran
+        self._clock_offset: float | None = None
 
         cmd_type = {'joint_state': JointState, 'float64_multi_array': Float64MultiArray,
                     'joint_trajectory': JointTrajectory}[self.interface]
@@ -204,7 +226,8 @@ class TrajectoryServer(Node):
         self._thread.start()
         self.get_logger().info(
             f'executing on {len(joints)} joints at {rate:g} Hz, command interface '
-            f'{self.interface}, stop {self.config.stop_behavior}')
+            f'{self.interface} in the order {self._command_joints}, stop '
+            f'{self.config.stop_behavior}')
 
     # ----- inputs -------------------------------------------------------------------------
     def _on_joint_states(self, msg: JointState) -> None:
@@ -349,8 +372,28 @@ class TrajectoryServer(Node):
                 self.get_logger().warning(
                     f'control tick failed: {type(exc).__name__}: {exc}', once=True)
 
+    def _ros_time_of(self, t: float) -> float:
+        """ROS-clock time of steady-clock time ``t`` through one offset, re-read every tick but
+        only taken when it moved by more than 2 ms in an uninterrupted read (a clock jump, sim
+        time): reading both clocks each tick put tens of microseconds of jitter on the setpoint
+        stamps, which turned into jerk in anything differentiating ``executor/commanded``."""
+        best = None
+        for _ in range(1 if self._clock_offset is not None else 5):
+            before = time.monotonic()
+            ros = self.get_clock().now().nanoseconds * 1e-9
+            after = time.monotonic()
+            if best is None or after - before < best[0]:
+                best = (after - before, ros - 0.5 * (before + after))
+        spread, offset = best
+        # A read interrupted by the scheduler is no measurement of a clock jump (its error is
+        # up to half its duration); the first offset is the quickest of a few reads.
+        if self._clock_offset is None or (spread < 2e-4 and
+                                          abs(offset - self._clock_offset) > 0.002):
+            self._clock_offset = offset
+        return t + self._clock_offset
+
     def _tick(self, t: float, now: float, missed: int) -> None:
-        ros_now = self.get_clock().now().nanoseconds * 1e-9 - (now - t)
+        ros_now = self._ros_time_of(t)
         with self._lock:
             self.core.note_deadline(t, missed)
             res = self.core.tick(t)
@@ -377,7 +420,8 @@ class TrajectoryServer(Node):
             if self.interface == 'joint_state':
                 self._command_pub.publish(msg)
             elif self.interface == 'float64_multi_array':
-                self._command_pub.publish(Float64MultiArray(data=sp.positions.tolist()))
+                self._command_pub.publish(
+                    Float64MultiArray(data=sp.positions[self._order].tolist()))
             self._commanded_pub.publish(msg)
         if self.interface == 'joint_trajectory' and res.motion_changed and \
                 self.core.motion is not None:
@@ -386,7 +430,8 @@ class TrajectoryServer(Node):
     def _forward_msg(self, t: float, ros_now: float) -> JointTrajectory:
         times, pos, vel, acc = self.core.motion.knots()
         keep = times > t
-        msg = JointTrajectory(joint_names=list(self.config.joints))
+        msg = JointTrajectory(joint_names=self._command_joints)
+        pos, vel, acc = pos[:, self._order], vel[:, self._order], acc[:, self._order]
         # A stop motion is stamped zero ("start on receipt") so a late delivery cannot make it
         # a trajectory in the past that the controller would ignore; a goal keeps its timing.
         stopping = self.core.state in (HOLDING, STOPPING)

@@ -165,11 +165,18 @@ def reference_check(chunk: Chunk, qm: np.ndarray | None, model: RobotModel,
             for j, name in enumerate(joints):
                 if abs(vel[-1][j]) > lim.velocity[j]:
                     out.add(('velocity_limit', name, k - 1 + voff))
+        acc = []
         for k in range(1, len(vel)):
             mid = 0.5 * ((vt[k + 1] - vt[k]) + (vt[k] - vt[k - 1]))
+            acc.append([(vel[k][j] - vel[k - 1][j]) / mid for j in range(len(joints))])
             for j, name in enumerate(joints):
-                if abs((vel[k][j] - vel[k - 1][j]) / mid) > lim.acceleration[j]:
+                if abs(acc[-1][j]) > lim.acceleration[j]:
                     out.add(('acceleration_limit', name, k - 1 + voff))
+        for k in range(1, len(acc)):
+            dt = vt[k + 1] - vt[k]       # between the points where acc[k-1] and acc[k] sit
+            for j, name in enumerate(joints):
+                if abs((acc[k][j] - acc[k - 1][j]) / dt) > lim.jerk[j]:
+                    out.add(('jerk_limit', name, k + voff))
     for frame in config.ee_frames:
         poses = [model.fk_reference(frame, joints, q) for q in seq_q]
         for k in range(1, len(poses)):

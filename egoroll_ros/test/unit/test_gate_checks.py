@@ -109,6 +109,10 @@ def _unique_cases() -> dict[str, dict]:
     cases['velocity_limit'] = dict(chunk=good(v=(0, 0, 1.7, 0, 0)))
     osc = [(1 if k % 2 else -1) * 0.05 * roll for k in range(10)]
     cases['acceleration_limit'] = dict(chunk=steps_chunk(QM, osc, [DT] * 10))
+    # Accelerations of 8 rad/s^2 (limit 20) that flip sign at every point: 320 rad/s^3.
+    wig = [(1 if k % 2 else -1) * 0.01 * roll for k in range(10)]
+    cases['jerk_limit'] = dict(chunk=steps_chunk(QM, wig, [DT] * 10),
+                               cfg=arm_config(jerk_limits=(200.0,)))
     cases['start_deviation'] = dict(chunk=steps_chunk(QM, [0.17 * roll, z, z], [0.2, DT, DT]))
     pan_roll = np.array([0.19, 0, 0.19, 0, 0])
     cases['ee_rotation_jump'] = dict(chunk=steps_chunk(STRAIGHT, [z, pan_roll, z],
