@@ -159,8 +159,18 @@ class Bench:
         wait_until(reset, 30.0, 'reset', interval=0.05)
         wait_until(lambda: self.send(shadow=True).accepted, 10.0, 're-armed', interval=0.05)
 
-    def setpoints(self) -> list[tuple[float, float]]:
-        return [(_stamp(m) - self.offset, m.position[ROLL]) for m in self.commanded.snapshot()]
+    def setpoints(self, since: float = -1.0) -> list[tuple[float, float]]:
+        """(stamp, wrist_roll) of the setpoints from the last one stamped <= ``since`` on
+        (newest first internally: only the tail is converted)."""
+        if since < 0.0:
+            since = time.monotonic() - 5.0
+        out = []
+        for m in reversed(self.commanded.snapshot()):
+            t = _stamp(m) - self.offset
+            out.append((t, m.position[ROLL]))
+            if t <= since:
+                break
+        return out[::-1]
 
     def moving_chunk(self, rng: np.random.Generator) -> None:
         direction = -1.0 if self.measured()[ROLL] > 0.0 else 1.0
@@ -168,29 +178,33 @@ class Bench:
             t0 = self.last_send = time.monotonic()
             v = self.send(velocity=direction * SPEED)
             if v.forwarded:
-                break
+                def moving(t0: float = t0) -> bool:   # at the chunk's speed, not a blend
+                    msgs = self.commanded.snapshot()
+                    last = msgs[-1] if msgs else None
+                    return last is not None and _stamp(last) - self.offset > t0 and \
+                        abs(last.velocity[ROLL]) > 0.8 * SPEED
+                try:   # a goal that arrives later than its lead is refused: send another
+                    wait_until(moving, 3.0, 'the chunk moves the setpoints', interval=0.005)
+                    break
+                except AssertionError:
+                    pass
             time.sleep(0.05)
             self.ready()
-        assert v.forwarded, v.summary
-
-        def moving() -> bool:
-            sp = [q for t, q in self.setpoints() if t > t0]
-            return len(sp) > 2 and sp[-1] != sp[-2]
-
-        wait_until(moving, 10.0, 'the chunk moves the setpoints')
+        else:
+            raise AssertionError(f'no chunk moved the setpoints: {v.summary}')
         n = len(self.commanded.snapshot())
         self.commanded.wait_count(n + int(rng.integers(0, 8)), 10.0)
 
     def rest_after(self, t0: float, quiet: float) -> tuple[float, float, bool]:
         """(latency, distance, moved-after-t0) once setpoints were unchanged for ``quiet``."""
         def settled():
-            sp = self.setpoints()
+            sp = self.setpoints(t0 - 0.5)
             last = max((sp[k][0] for k in range(1, len(sp)) if sp[k][1] != sp[k - 1][1]),
                        default=None)
             if last is None or sp[-1][0] < max(last, t0) + quiet:
                 return None
             return sp, last
-        sp, last = wait_until(settled, 15.0, 'setpoints at rest')
+        sp, last = wait_until(settled, 15.0, 'setpoints at rest', interval=0.005)
         before = [q for t, q in sp if t <= t0]
         q0 = before[-1] if before else sp[0][1]
         moved = any(sp[k][1] != sp[k - 1][1] for k in range(1, len(sp)) if sp[k][0] > t0)
