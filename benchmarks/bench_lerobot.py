@@ -46,6 +46,7 @@ def serve(ckpt: str, obs_npz: str, threads: int) -> int:
     from lerobot_tool import _frames, _load
 
     torch.set_num_threads(threads)
+    answer, sys.stdout = sys.stdout, sys.stderr     # LeRobot prints while loading
     cfg, policy, pre, post = _load(ckpt)
     frames, task = _frames(obs_npz)
     policy.reset()
@@ -62,7 +63,7 @@ def serve(ckpt: str, obs_npz: str, threads: int) -> int:
                 out = post(policy.predict_action_chunk(pre(obs))[:, :cfg.n_action_steps])
                 out[0].double().cpu().numpy()
             times.append(time.perf_counter() - t0)
-        print(json.dumps(times), flush=True)
+        print(json.dumps(times), file=answer, flush=True)
     return 0
 
 
