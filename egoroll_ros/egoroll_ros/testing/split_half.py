@@ -6,7 +6,8 @@ that namespace, printing one JSON object per event on stdout.
 ``robot`` half: sim_robot, trajectory_server, safety_gate, sim_camera; records every gate
 verdict (``verdict``) and every executor setpoint (``commanded``), receipt time on the wall
 clock; answers ``reset`` (safety/reset). ``policy`` half: policy_node plus a held Quest
-deadman on ``quest/joy``; answers ``preflight``, ``start``, ``stop``. Commands come one a line
+deadman on ``quest/joy``; records every chunk (``chunk``) as received in its own namespace;
+answers ``preflight``, ``start``, ``stop``. Commands come one a line
 on stdin, each answered by a ``reply`` event; ``quit`` ends either half.
 """
 
@@ -26,7 +27,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import GateVerdict
+from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.launch_graph import describe
 from egoroll_ros.ros.processes import ProcessLauncher
 
@@ -87,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
                 joy.publish(msg)
 
             node.create_timer(0.05, hold_deadman)
+            node.create_subscription(ActionChunk, 'policy/chunk', lambda c: emit(
+                ev='chunk', t=time.time(), seq=c.sequence, stamp=_stamp(c.header.stamp),
+                inference=c.inference_latency, shadow=c.shadow), reliable)
         spinner.start()
         launcher.start_graph(specs(opts.half, opts.namespace))
         emit(ev='ready', half=opts.half, pids=[p.popen.pid for p in launcher.processes])
