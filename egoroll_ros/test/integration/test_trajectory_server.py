@@ -369,7 +369,7 @@ def test_preempt_racing_a_cancel_of_the_old_goal_never_stops_the_new_one(ros_gra
         # The result and executor/commanded are different topics, unordered between them:
         # wait for the goal's final setpoint to arrive before reading the stream.
         target = [0.05 * sign] * 3
-        rig.commanded.wait_for(lambda m, t=target: time_to_sec(m.header.stamp) > t_sent
+        rig.commanded.wait_for(lambda m, t=target, t0=t_sent: time_to_sec(m.header.stamp) > t0
                                and np.allclose(m.position, t, rtol=0.0, atol=1e-9), 5.0)
         msgs = sorted(rig.commanded_since(t_sent)[1:], key=lambda m: time_to_sec(m.header.stamp))
         _assert_continuous(msgs)
