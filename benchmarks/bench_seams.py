@@ -46,7 +46,8 @@ MODES: dict[str, dict[str, dict]] = {
 def executor_limits() -> tuple[list[float], list[float]]:
     """max_acceleration and max_jerk of the installed trajectory_server.yaml."""
     data = yaml.safe_load((share_dir() / 'config' / 'trajectory_server.yaml').read_text())
-    p = data['trajectory_server']['ros__parameters']
+    from egoroll_ros.core.launch_graph import node_parameters
+    p = node_parameters(data, 'trajectory_server')
     return list(p['max_acceleration']), list(p['max_jerk'])
 
 

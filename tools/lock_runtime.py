@@ -32,31 +32,32 @@ def main(argv: list[str]) -> int:
     dists = {canonicalize_name(d.metadata['Name']): d for d in distributions()}
     # markers[name]: None = needed unconditionally, else the set of alternative conditions.
     markers: dict[str, set[str] | None] = {}
+    visited: set[tuple[str, frozenset[str], str]] = set()
 
     def visit(name: str, cond: tuple[str, ...], extras: set[str]) -> None:
         key = canonicalize_name(name)
         if key not in dists:
             raise SystemExit(f'lock_runtime: {name} is required but not installed')
         joined = ' and '.join(f'({c})' for c in cond)
-        seen = markers.get(key, set())
-        if seen is None or (joined and joined in seen):
+        if (key, frozenset(extras), joined) in visited:
             return
+        visited.add((key, frozenset(extras), joined))
+        seen = markers.get(key, set())
         if not joined:
             markers[key] = None
-        else:
+        elif seen is not None:
             markers[key] = seen | {joined}
         for spec in dists[key].requires or []:
             req = Requirement(spec)
             more = cond
             if req.marker is not None:
                 m = str(req.marker)
-                env_ok = any(req.marker.evaluate({'extra': e}) for e in extras | {''})
-                if 'extra' in m and not any(req.marker.evaluate({'extra': e})
-                                            for e in extras):
+                if 'extra' in m:
+                    if not any(req.marker.evaluate({'extra': e}) for e in extras):
+                        continue
+                elif not req.marker.evaluate({'extra': ''}):
                     continue
-                if not env_ok:
-                    continue
-                if 'extra' not in m:
+                else:
                     more = cond + (m,)
             visit(req.name, more, set(req.extras))
 

@@ -163,7 +163,8 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 MIN_ACCEPTED_WITHOUT_TASK = 10
 
 
-def summarize(log: DemoLog, duration: float, task: bool = True) -> dict[str, Any]:
+def summarize(log: DemoLog, duration: float, task: bool = True,
+              limits: tuple[list, list] | None = None) -> dict[str, Any]:
     """The report's summary: counts, success rate, rejections with reasons, failures.
 
     Args:
@@ -213,7 +214,8 @@ def summarize(log: DemoLog, duration: float, task: bool = True) -> dict[str, Any
             _percentiles(log.obs_to_forward_excl_inference),
         'executor_ticks': log.executor_ticks,
         'executor_late_ticks': log.executor_late_ticks,
-        'seams': seam_figures(log),
+        'seams': seam_figures(log, acceleration_limits=limits[0] if limits else None,
+                              jerk_limits=limits[1] if limits else None),
         'executor_errors': log.executor_errors,
         'executor_refusals': log.executor_refusals,
         'gate_faults': log.gate_faults,
@@ -281,10 +283,10 @@ def _plot_seams(log: DemoLog, ax: Any) -> None:
 
 
 def write_report(log: DemoLog, duration: float, out_dir: Path,
-                 task: bool = True) -> dict[str, Any]:
+                 task: bool = True, limits: tuple[list, list] | None = None) -> dict[str, Any]:
     """Write ``summary.json`` and ``joints.png`` into ``out_dir``; return the summary."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary = summarize(log, duration, task)
+    summary = summarize(log, duration, task, limits)
     (out_dir / 'summary.json').write_text(json.dumps(summary, indent=2) + '\n')
     plot(log, out_dir / 'joints.png')
     return summary

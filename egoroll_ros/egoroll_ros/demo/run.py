@@ -8,13 +8,13 @@ preflight, start, watch, stop.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import json
 import os
 from pathlib import Path
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from egoroll_interfaces.msg import RolloutStatus
 from egoroll_ros.core.launch_graph import NodeSpec, describe
@@ -55,6 +55,9 @@ class DemoOptions:
     seed: int = 0
     quiet: bool = False
     cartesian: bool = False
+    #: Extra parameters per node name (benchmarks/bench_seams.py runs each seam and
+    #: aggregation mode this way), applied after the installed configuration.
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def share_dir() -> Path:
@@ -85,7 +88,8 @@ CARTESIAN_POLICY_CONFIG = 'policy_node_cartesian.yaml'
 CARTESIAN_GATE_CONFIG = 'safety_gate_cartesian.yaml'
 
 
-def demo_graph(checkpoint: Path | None, fingerprint: str) -> list[NodeSpec]:
+def demo_graph(checkpoint: Path | None, fingerprint: str,
+               overrides: dict[str, dict[str, Any]] | None = None) -> list[NodeSpec]:
     """The demo's nodes: the ``sim`` graph of :mod:`egoroll_ros.core.launch_graph` (what
     ``ros2 launch egoroll_ros sim_launch.py`` starts) with the demo's arguments, the arm starting
     at the task's home pose; ``checkpoint`` None: the scripted Cartesian variant (no camera)."""
@@ -95,7 +99,32 @@ def demo_graph(checkpoint: Path | None, fingerprint: str) -> list[NodeSpec]:
             'policy_node_params': str(cfg / CARTESIAN_POLICY_CONFIG)} if checkpoint is None \
         else {'policy_path': str(checkpoint), 'policy_fingerprint': fingerprint}
     return describe('sim', args, share_dir(),
-                    overrides={'sim_robot': {'initial_positions': list(HOME)}})
+                    overrides=_merged({'sim_robot': {'initial_positions': list(HOME)}},
+                                      overrides or {}))
+
+
+def _executor_limits(overrides: dict[str, dict[str, Any]]) -> tuple[list, list] | None:
+    """max_acceleration and max_jerk the demo's executor runs with (for the seam figures)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((share_dir() / 'config' / 'trajectory_server.yaml').read_text())
+        from egoroll_ros.core.launch_graph import node_parameters
+        p = dict(node_parameters(data, 'trajectory_server'))
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return None
+    p.update(overrides.get('trajectory_server', {}))
+    if not p.get('max_jerk'):
+        return None
+    return list(p['max_acceleration']), list(p['max_jerk'])
+
+
+def _merged(base: dict[str, dict[str, Any]], extra: dict[str, dict[str, Any]]
+            ) -> dict[str, dict[str, Any]]:
+    out = {k: dict(v) for k, v in base.items()}
+    for node, params in extra.items():
+        out.setdefault(node, {}).update(params)
+    return out
 
 
 def _status_line(sup: DemoSupervisor) -> str:
@@ -201,7 +230,7 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             from egoroll_ros.ros.bagio import BagRecorder
             recorder = BagRecorder(graph.node('egoroll_demo_recorder'), opts.record,
                                    RECORD_TOPICS)
-        specs = demo_graph(checkpoint, fingerprint)
+        specs = demo_graph(checkpoint, fingerprint, opts.overrides)
         print(f'starting {", ".join(s.name for s in specs)} ...', file=out, flush=True)
         launch.start_graph(specs)
         if not opts.cartesian:
@@ -233,7 +262,8 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             print(f'stop failed: {msg}', file=out)
         duration = sup.now()
         with sup.lock:
-            summary = write_report(sup.log, duration, report_dir, task=not opts.cartesian)
+            summary = write_report(sup.log, duration, report_dir, task=not opts.cartesian,
+                                   limits=_executor_limits(opts.overrides))
         task = '' if opts.cartesian else (
             f'targets reached {summary["targets_reached"]}/{summary["targets_shown"]} '
             f'(success rate {summary["success_rate"]:.0%}), ')

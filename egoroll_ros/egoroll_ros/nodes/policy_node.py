@@ -86,6 +86,16 @@ def _fp_ok(v: str) -> str | None:
     return None if v == '' or _HEX64.match(v) else 'must be empty or 64 lowercase hex digits'
 
 
+def _device_ok(v: str) -> str | None:
+    return None if re.match(r'^(cpu|mps|cuda(:\d+)?)$', v) else \
+        'must be cpu, cuda, cuda:N or mps'
+
+
+def _pairs_ok(v: list[str]) -> str | None:
+    bad = [x for x in v if x.count('=') != 1 or not all(x.split('='))]
+    return f"entries must be 'key=camera', not {bad}" if bad else None
+
+
 PARAMS = [
     Param('joints', 'str[]', None, 'Controlled joints, in order = state and action columns.',
           read_only=True),
@@ -107,8 +117,22 @@ PARAMS = [
           min=0.001, max=600.0, read_only=True),
     Param('policy.load_timeout', float, 120.0, 'Isolated: seconds allowed to load.',
           min=0.1, max=3600.0, read_only=True),
-    Param('policy.num_threads', int, 0, 'torch intra-op threads for the built-in backends '
-          '(0: torch default).', min=0, max=256, read_only=True),
+    Param('policy.num_threads', int, 0, 'torch intra-op threads of the backend (in the worker '
+          'process when isolated; 0: torch default).', min=0, max=256, read_only=True),
+    Param('policy.device', str, 'cpu', 'Inference device: cpu, cuda, cuda:N or mps; one that '
+          'is not available is refused (never silently the CPU).', read_only=True,
+          validate=_device_ok),
+    Param('policy.step_period', float, 0.0, 'Seconds between chunk points; 0: from the '
+          'checkpoint (lerobot: train_config.json env.fps; refused when it has none). Set and '
+          'different from the checkpoint: refused.', min=0.0, max=60.0, read_only=True),
+    Param('policy.task', str, '', 'Language instruction for language-conditioned policies '
+          '(lerobot: required when the preprocessor tokenizes a task).', read_only=True),
+    Param('policy.camera_map', 'str[]', [], "lerobot: 'key=camera' pairs feeding the "
+          "checkpoint's observation.images.<key> from configured camera <camera> (unlisted "
+          'keys: the camera of the same name).', read_only=True, validate=_pairs_ok),
+    Param('policy.environment_state', 'str[]', [], 'lerobot: inputs (quest.grip, '
+          'quest.trigger, quest.left_pose, quest.right_pose) concatenated, in order, into '
+          'observation.environment_state.', read_only=True),
     Param('cameras.names', 'str[]', [], 'Camera names; camera <n> is read from '
           'camera/<n>/image_raw (or .../image_raw/compressed).', read_only=True),
     Param('cameras.heights', 'int[]', [], 'Expected frame height of each camera (pixels).',

@@ -33,6 +33,7 @@ from egoroll_ros.core.policy import (
     PolicyMetadata,
 )
 from egoroll_ros.errors import CheckpointError
+from egoroll_ros.policies.device import torch_device
 from egoroll_ros.policies.fingerprint import fingerprint
 from egoroll_ros.policies.normalization import Normalization, read_json
 from egoroll_ros.policies.torch_io import image_tensors, load_safetensors, state_tensor
@@ -186,11 +187,12 @@ class ActPolicy(Policy):
         self._cfg = cfg
         self._norm = norm
         self._meta = _metadata(cfg, norm, fp)
+        self._device = torch.device('cpu')
 
     @classmethod
     def load(cls, path: str | Path, **options: Any) -> ActPolicy:
         """Load ``path`` (a checkpoint directory). Options: ``num_threads`` (int, torch intra-op
-        threads; default: torch's).
+        threads; default: torch's), ``device`` (cpu, cuda, cuda:N, mps; unavailable: refused).
 
         Raises:
             CheckpointError: missing or invalid files, weights that do not fit the config.
@@ -209,7 +211,10 @@ class ActPolicy(Policy):
             raise CheckpointError(f'weights do not fit the config ({p}): {exc}') from None
         if options.get('num_threads'):
             torch.set_num_threads(int(options['num_threads']))
-        return cls(model, cfg, norm, checkpoint_fingerprint(p))
+        device = torch_device(options.get('device') or 'cpu')
+        policy = cls(model.to(device), cfg, norm, checkpoint_fingerprint(p))
+        policy._device = device
+        return policy
 
     @property
     def metadata(self) -> PolicyMetadata:
@@ -224,11 +229,12 @@ class ActPolicy(Policy):
         """
         try:
             with torch.inference_mode():
-                out = self._model(state_tensor(observation, self._norm),
-                                  image_tensors(observation, self._meta))
+                dev = self._device
+                out = self._model(state_tensor(observation, self._norm).to(dev),
+                                  [t.to(dev) for t in image_tensors(observation, self._meta)])
         except (RuntimeError, ValueError, KeyError) as exc:
             raise PolicyError(f'egoroll_act inference failed: {exc}') from None
-        chunk = self._norm.unnormalize_action(out[0].double().numpy())
+        chunk = self._norm.unnormalize_action(out[0].double().cpu().numpy())
         if self._cfg.relative_actions:
             chunk = chunk + np.asarray(observation.state, dtype=np.float64)[None, :]
         return chunk

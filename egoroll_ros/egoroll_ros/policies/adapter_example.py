@@ -53,6 +53,7 @@ from egoroll_ros.core.policy import (
     PolicyMetadata,
 )
 from egoroll_ros.errors import CheckpointError
+from egoroll_ros.policies.device import check_device_name
 from egoroll_ros.policies.fingerprint import fingerprint
 
 ADAPTER_FILE = 'adapter.json'
@@ -133,6 +134,12 @@ class FrameworkPolicyAdapter(Policy):
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f'{cfg_path}: malformed ({exc!r})') from None
         kwargs = dict(cfg.get('factory_kwargs') or {})
+        device = check_device_name(options.get('device') or 'cpu')
+        if 'device' in kwargs and str(kwargs['device']) != device:
+            raise CheckpointError(f"{cfg_path}: factory_kwargs.device is "
+                                  f"'{kwargs['device']}' but policy.device is '{device}'")
+        if device != 'cpu':
+            kwargs['device'] = device   # the framework's factory places (or refuses) it
         try:
             rollout = factory(checkpoint_dir=str(root), **kwargs)
         except Exception as exc:  # noqa: BLE001 - the framework's own errors

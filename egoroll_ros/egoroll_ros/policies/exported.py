@@ -33,6 +33,7 @@ from egoroll_ros.core.policy import (
     PolicyMetadata,
 )
 from egoroll_ros.errors import CheckpointError
+from egoroll_ros.policies.device import torch_device
 from egoroll_ros.policies.fingerprint import fingerprint
 from egoroll_ros.policies.normalization import Normalization, read_json
 from egoroll_ros.policies.torch_io import image_tensors, state_tensor
@@ -69,6 +70,7 @@ class ExportedPolicy(Policy):
         self._module = module
         self._meta = meta
         self._norm = norm
+        self._device = torch.device('cpu')
 
     @classmethod
     def load(cls, path: str | Path, **options: Any) -> ExportedPolicy:
@@ -106,8 +108,11 @@ class ExportedPolicy(Policy):
         if not _is_torchscript(model_path):
             raise CheckpointError(f'{model_path} is not a TorchScript archive; refusing to '
                                   f'load it (pickled weights are never loaded)')
+        device = torch_device(options.get('device') or 'cpu')
+        if options.get('num_threads'):
+            torch.set_num_threads(int(options['num_threads']))
         try:
-            module = torch.jit.load(str(model_path), map_location='cpu')
+            module = torch.jit.load(str(model_path), map_location=device)
         except Exception as exc:  # noqa: BLE001 - torch raises several types
             raise CheckpointError(f'TorchScript model unreadable ({model_path}): {exc}') \
                 from None
@@ -117,7 +122,9 @@ class ExportedPolicy(Policy):
                               state_size=state_size, action_size=action_size,
                               chunk_length=chunk_length, step_period=step_period,
                               time_from_start=tfs, normalization=norm.to_json())
-        return cls(module, meta, norm)
+        policy = cls(module, meta, norm)
+        policy._device = device
+        return policy
 
     @property
     def metadata(self) -> PolicyMetadata:
@@ -132,14 +139,15 @@ class ExportedPolicy(Policy):
         """
         try:
             with torch.inference_mode():
-                out = self._module(state_tensor(observation, self._norm),
-                                   image_tensors(observation, self._meta))
+                dev = self._device
+                out = self._module(state_tensor(observation, self._norm).to(dev),
+                                   [t.to(dev) for t in image_tensors(observation, self._meta)])
         except Exception as exc:  # noqa: BLE001 - TorchScript raises many types
             raise PolicyError(f'exported model inference failed: {exc}') from None
         if not isinstance(out, torch.Tensor) or out.ndim != 3 or out.shape[0] != 1:
             raise PolicyError(f'exported model returned {type(out).__name__} '
                               f'{tuple(getattr(out, "shape", ()))}, expected (1, H, A)')
-        return self._norm.unnormalize_action(out[0].double().numpy())
+        return self._norm.unnormalize_action(out[0].double().cpu().numpy())
 
 
 def save_exported(module: torch.nn.Module, out_dir: str | Path, *, state_size: int,

@@ -20,9 +20,11 @@ Options (keyword arguments of :meth:`IsolatedPolicy.load`, node parameters ``pol
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 from pathlib import Path
+import re
 import subprocess
 import sys
 import threading
@@ -73,11 +75,35 @@ class _Child:
         env['PYTHONPATH'] = os.pathsep.join([pkg_root] + inherited)
         try:
             self.proc = subprocess.Popen([python, '-m', WORKER_MODULE], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, env=env, bufsize=0)
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         env=env, bufsize=0)
         except OSError as exc:
             raise CheckpointError(f"cannot start the policy worker with '{python}': "
                                   f'{exc.strerror}') from None
         self.reader = FrameReader(self.proc.stdout.fileno())
+        # The worker's stderr is passed through and its last lines kept, so a crash or hang
+        # is reported with the worker's own words.
+        self._tail: collections.deque[str] = collections.deque(maxlen=40)
+        self._stderr = threading.Thread(target=self._pump, name='policy-worker-stderr',
+                                        daemon=True)
+        self._stderr.start()
+
+    def _pump(self) -> None:
+        with contextlib.suppress(OSError, ValueError):  # the pipe closes under us at kill
+            for raw in iter(self.proc.stderr.readline, b''):
+                line = raw.decode(errors='replace').rstrip()
+                self._tail.append(line)
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(f'[policy worker] {line}\n')
+
+    def last_words(self) -> str:
+        """The worker's last stderr lines that say something (the end of a traceback)."""
+        lines = [ln.strip() for ln in self._tail if ln.strip()]
+        if not lines:
+            return ''
+        errors = [ln for ln in lines if re.match(r'^[A-Za-z_.]*(Error|Exception|Exit)\b', ln)
+                  or ln.startswith(('Fatal', 'Segmentation', 'Killed'))]
+        return (errors or lines)[-1][:500]
 
     def request(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None,
                 timeout: float) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -88,12 +114,16 @@ class _Child:
             reply, out = self.reader.read(timeout)
         except FrameTimeoutError:
             self.kill()
+            words = self.last_words()
             raise PolicyTimeoutError(f"policy worker did not answer '{op}' within "
-                                     f'{timeout:.3g} s; it was killed') from None
+                                     f'{timeout:.3g} s; it was killed'
+                                     + (f' (its last words: {words})' if words else '')) \
+                from None
         except (EndOfStreamError, BrokenPipeError, OSError):
             code = self.kill()
-            raise PolicyCrashError(f"policy worker died during '{op}' (exit status {code})") \
-                from None
+            words = self.last_words()
+            raise PolicyCrashError(f"policy worker died during '{op}' (exit status {code})"
+                                   + (f': {words}' if words else '')) from None
         except ProtocolError as exc:
             self.kill()
             raise PolicyCrashError(f'policy worker sent a malformed reply: {exc}') from None
@@ -109,7 +139,9 @@ class _Child:
             code = self.proc.wait(5.0)
         except subprocess.TimeoutExpired:
             code = None
-        for f in (self.proc.stdin, self.proc.stdout):
+        if threading.current_thread() is not self._stderr:
+            self._stderr.join(2.0)   # the last lines a dead worker wrote
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             with contextlib.suppress(OSError):
                 f.close()
         return code
@@ -155,6 +187,7 @@ class IsolatedPolicy(Policy):
         self._lock = threading.Lock()
         self._child: _Child | None = None
         self._meta: PolicyMetadata | None = None
+        self._worker_info: dict[str, Any] = {}
         self._spawn()
 
     @classmethod
@@ -188,7 +221,11 @@ class IsolatedPolicy(Policy):
             raise CheckpointError(f'isolated policy failed to load: {exc}') from None
         if not reply.get('ok'):
             child.kill()
-            _raise_remote(reply, 'loading the checkpoint')
+            try:
+                _raise_remote(reply, 'loading the checkpoint')
+            except PolicyError as exc:  # any failure to load refuses the checkpoint
+                raise CheckpointError(str(exc)) from None
+        self._worker_info = dict(reply.get('worker') or {})
         inner = PolicyMetadata.from_json(reply.get('metadata') or {})
         meta = PolicyMetadata(**{**inner.__dict__, 'backend': f'isolated:{inner.backend}'})
         if self._meta is not None and meta.fingerprint != self._meta.fingerprint:
@@ -219,6 +256,11 @@ class IsolatedPolicy(Policy):
         """The inner policy's metadata (backend ``isolated:<inner>``)."""
         assert self._meta is not None
         return self._meta
+
+    @property
+    def worker_info(self) -> dict[str, Any]:
+        """What the worker reported at load: python, version, pid, torch, torch_threads."""
+        return dict(self._worker_info)
 
     @property
     def child_pid(self) -> int | None:

@@ -17,7 +17,7 @@ from egoroll_ros.core.action_space import ActionSpace, action_space_for
 from egoroll_ros.core.inference import CartesianRuntime, PolicySetup
 from egoroll_ros.core.observation import ObservationBuilder
 from egoroll_ros.core.policy import CartesianSupply, Policy, validate_metadata
-from egoroll_ros.errors import CheckpointError
+from egoroll_ros.errors import CheckpointError, ConfigError
 from egoroll_ros.policies.registry import load_backend
 from egoroll_ros.runtimes import backend_runtime
 
@@ -46,6 +46,43 @@ class LoadedPolicy:
     space: ActionSpace | None = None
 
 
+def backend_options(p: Mapping[str, Any], setup: PolicySetup) -> dict[str, Any]:
+    """The options the configured backend's ``load`` gets from the ``policy.*`` parameters.
+
+    Every backend gets ``device`` (and ``num_threads`` when set); a backend with a managed
+    runtime (lerobot) also gets the input mapping, task, step period and query period.
+
+    Raises:
+        ConfigError: a parameter only the lerobot backend reads is set for another backend,
+            or ``policy.camera_map`` is malformed.
+    """
+    options: dict[str, Any] = {'device': p.get('policy.device') or 'cpu'}
+    if p['policy.num_threads']:
+        options['num_threads'] = p['policy.num_threads']
+    camera_map: dict[str, str] = {}
+    for pair in p.get('policy.camera_map') or ():
+        key, sep, cam = str(pair).partition('=')
+        if not sep or not key or not cam or key in camera_map:
+            raise ConfigError(f"parameter 'policy.camera_map': entry {pair!r} is not a new "
+                              "'key=camera' pair")
+        camera_map[key] = cam
+    lerobot_only = {'policy.camera_map': camera_map,
+                    'policy.environment_state': list(p.get('policy.environment_state') or ()),
+                    'policy.task': p.get('policy.task') or ''}
+    if backend_runtime(p['policy.backend']) is None:
+        for name, value in lerobot_only.items():
+            if value:
+                raise ConfigError(f"parameter '{name}' is read by the lerobot backend only "
+                                  f"(policy.backend is '{p['policy.backend']}')")
+        return options
+    options.update(camera_map=camera_map, cameras=[c.name for c in setup.cameras],
+                   environment_state=lerobot_only['policy.environment_state'],
+                   task=lerobot_only['policy.task'],
+                   step_period=p.get('policy.step_period') or 0.0,
+                   query_period=1.0 / float(p['query_frequency']))
+    return options
+
+
 def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
                 python_executable: str, warn: Callable[[str], None],
                 prepare: Callable[..., np.ndarray] | None = None) -> LoadedPolicy:
@@ -69,9 +106,7 @@ def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
         CheckpointError: load failure, fingerprint mismatch, or a policy the configuration
             cannot feed. ConfigError: bad parameters.
     """
-    options: dict[str, Any] = {}
-    if p['policy.num_threads']:
-        options['num_threads'] = p['policy.num_threads']
+    options = backend_options(p, setup)
     # A backend with a managed runtime (lerobot) always runs in its own worker process; an
     # empty policy.python_executable then means that runtime, not this interpreter.
     managed = backend_runtime(p['policy.backend']) is not None
@@ -86,6 +121,10 @@ def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
         policy = load_backend(p['policy.backend']).load(path, **options)
     try:
         meta = policy.metadata
+        given = p.get('policy.step_period') or 0.0
+        if given and abs(meta.step_period - given) > 1e-9 * max(1.0, given):
+            raise CheckpointError(f"parameter 'policy.step_period' is {given:g} s but the "
+                                  f'checkpoint {path} steps every {meta.step_period:g} s')
         want = p['policy.expected_fingerprint']
         if want and meta.fingerprint != want:
             raise CheckpointError(f"fingerprint mismatch: checkpoint {path} has "

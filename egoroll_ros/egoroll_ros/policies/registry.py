@@ -27,8 +27,9 @@ def load_backend(name: str) -> type[Policy]:
         module, _, attr = name.partition(':')
         try:
             cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise CheckpointError(f"policy backend '{name}' cannot be imported: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - an import may raise anything (RuntimeError)
+            raise CheckpointError(f"policy backend '{name}' cannot be imported: "
+                                  f'{type(exc).__name__}: {exc}') from None
     else:
         found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
         if not found:

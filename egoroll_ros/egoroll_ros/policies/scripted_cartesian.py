@@ -47,6 +47,7 @@ from egoroll_ros.core.policy import (
     PolicyMetadata,
 )
 from egoroll_ros.errors import CheckpointError
+from egoroll_ros.policies.device import require_cpu
 from egoroll_ros.policies.fingerprint import fingerprint
 
 CONFIG_FILE = 'scripted_cartesian.json'
@@ -127,6 +128,7 @@ class ScriptedCartesianPolicy(Policy):
         Raises:
             CheckpointError: the JSON is malformed or a value is out of range.
         """
+        require_cpu(options.get('device') or 'cpu', 'scripted_cartesian')
         cfg = dict(DEFAULTS)
         f = Path(path) / CONFIG_FILE
         if f.is_file():

@@ -366,9 +366,14 @@ def test_preempt_racing_a_cancel_of_the_old_goal_never_stops_the_new_one(ros_gra
         r_old, r_new = rig.result(old), rig.result(new)
         assert r_old.error_code in (R.PREEMPTED, R.CANCELED), (rep, r_old.error_string)
         assert r_new.error_code == R.SUCCESSFUL, (rep, r_new.error_string)
+        # The result and executor/commanded are different topics, unordered between them:
+        # wait for the goal's final setpoint to arrive before reading the stream.
+        target = [0.05 * sign] * 3
+        rig.commanded.wait_for(lambda m, t=target, t0=t_sent: time_to_sec(m.header.stamp) > t0
+                               and np.allclose(m.position, t, rtol=0.0, atol=1e-9), 5.0)
         msgs = sorted(rig.commanded_since(t_sent)[1:], key=lambda m: time_to_sec(m.header.stamp))
         _assert_continuous(msgs)
-        np.testing.assert_allclose(msgs[-1].position, [0.05 * sign] * 3, atol=1e-9)
+        np.testing.assert_allclose(msgs[-1].position, target, atol=1e-9)
         rig.commanded.clear()
 
 

@@ -3,7 +3,8 @@
 ``FakePolicy`` is loaded as backend ``policy_fakes:FakePolicy``; its checkpoint is a
 directory with ``fake.json``; a ``mode`` file there (re-read on every predict) switches
 behaviour across processes: zeros, hold (repeat the state + offset), wrap, nan, raise,
-crash, hang, slow.
+crash, die (a message on stderr, then exit), hang, slow. ``download`` in fake.json makes
+the load fetch that URL (the worker must refuse it).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class FakePolicy(Policy):
             cfg = json.loads((p / 'fake.json').read_text())
         except OSError as exc:
             raise CheckpointError(f'fake checkpoint missing: {exc}') from None
+        if cfg.get('download'):   # a backend that reaches for the network while loading
+            import urllib.request
+            urllib.request.urlopen(cfg['download'], timeout=5)
         return cls(p, cfg)
 
     @property
@@ -87,6 +91,11 @@ class FakePolicy(Policy):
         h, a = self.cfg['chunk_length'], self.cfg['action_size']
         if mode == 'crash':
             os._exit(3)
+        if mode == 'die':   # a worker that says why it dies (as a CUDA or native error does)
+            import sys
+            print('RuntimeError: CUDA error: an illegal memory access was encountered',
+                  file=sys.stderr, flush=True)
+            os._exit(4)
         if mode == 'hang':
             time.sleep(60)
         if mode == 'raise':

@@ -250,13 +250,15 @@ def test_lerobot_backend_refuses_clearly_where_lerobot_is_missing(tmp_path):
     cls = load_backend('lerobot')
     with pytest.raises(CheckpointError, match='config.json'):
         cls.load(tmp_path)
-    (tmp_path / 'config.json').write_text('{"type": "act"}')
+    (tmp_path / 'config.json').write_text(json.dumps({'type': 'act', 'input_features': {
+        'observation.state': {'type': 'STATE', 'shape': [8]}}}))
     (tmp_path / 'model.safetensors').write_bytes(b'')
-    with pytest.raises(CheckpointError, match='normalisation statistics'):
+    with pytest.raises(CheckpointError, match='processor pipeline missing: .*policy_preprocessor'):
         cls.load(tmp_path)
-    (tmp_path / 'policy_preprocessor_step_3_normalizer_processor.safetensors').write_bytes(b'')
+    for name in ('policy_preprocessor.json', 'policy_postprocessor.json'):
+        (tmp_path / name).write_text('{"steps": []}')
     with pytest.raises(CheckpointError, match='needs the lerobot package'):
-        cls.load(tmp_path)
+        cls.load(tmp_path, step_period=0.05)
 
 
 def test_cache_dir_follows_env_then_xdg(tmp_path, monkeypatch):

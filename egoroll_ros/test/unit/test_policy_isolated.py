@@ -131,3 +131,47 @@ def test_isolated_egoroll_act_in_another_interpreter_path(tmp_path):
                                    rtol=1e-6, atol=1e-6)
     finally:
         policy.close()
+
+
+def test_a_dying_worker_faults_with_its_own_last_words(tmp_path, child_env):
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='die')
+    policy = _load(ck)
+    try:
+        with pytest.raises(PolicyCrashError) as err:
+            policy.predict_chunk(_obs())
+        assert 'exit status 4' in str(err.value)
+        assert 'CUDA error: an illegal memory access' in str(err.value)
+    finally:
+        policy.close()
+
+
+def test_a_runtime_error_while_importing_the_backend_is_a_checkpoint_error(tmp_path,
+                                                                          child_env):
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    with pytest.raises(CheckpointError, match='CUDA driver initialization failed'):
+        load_backend('isolated').load(ck, backend='broken_backend:Policy')
+    with pytest.raises(CheckpointError, match='RuntimeError: CUDA driver initialization'):
+        load_backend('broken_backend:Policy')
+
+
+def test_the_worker_refuses_any_download_attempt(tmp_path, child_env):
+    import json
+
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    cfg = json.loads((ck / 'fake.json').read_text())
+    cfg['download'] = 'https://download.pytorch.org/models/resnet18-f37072fd.pth'
+    (ck / 'fake.json').write_text(json.dumps(cfg))
+    t0 = time.monotonic()
+    with pytest.raises(CheckpointError, match='network access refused'):
+        _load(ck)
+    assert time.monotonic() - t0 < 30.0, 'refused at once, not after a network timeout'
+
+
+def test_worker_reports_its_interpreter_and_torch_threads(tmp_path, child_env):
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    policy = _load(ck)
+    try:
+        info = policy.worker_info
+        assert info['pid'] == policy.child_pid and info['python']
+    finally:
+        policy.close()

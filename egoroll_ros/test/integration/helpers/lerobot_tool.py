@@ -1,0 +1,170 @@
+"""LeRobot's own side of the LeRobot tests; run with the managed runtime's python (lerobot 0.6.1).
+
+    python lerobot_tool.py make OUT SPEC_JSON
+        A small policy with random weights and made-up statistics far from 0/1, saved as
+        lerobot's training script saves one (``save_checkpoint``: config.json,
+        model.safetensors, train_config.json, both processor pipelines and their state files).
+    python lerobot_tool.py infer CKPT OBS_NPZ OUT_NPZ
+        LeRobot's own inference (``lerobot.common.control_utils.predict_action``, the record
+        loop's step: prepare_observation_for_inference -> preprocessor -> select_action ->
+        postprocessor) on every frame of OBS_NPZ, n_action_steps calls per frame; writes the
+        actions as one (n_action_steps, A) chunk per frame. OBS_NPZ holds ``frames`` (count),
+        ``task`` (optional) and per frame ``<k>/<feature>`` arrays.
+    python lerobot_tool.py bench CKPT OBS_NPZ N
+        Times N in-process calls of the chunk path (predict_action_chunk) for benchmarks.
+
+Not installed: only the tests and benchmarks run it. Never reaches the network: the pretrained
+backbone field is cleared for the load (the weights come from model.safetensors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+import sys
+import time
+
+os.environ.setdefault('HF_HUB_OFFLINE', '1')
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+
+def _stats(shape: tuple[int, ...], rng: np.random.Generator, scale: float) -> dict:
+    mean = rng.uniform(-3.0, 3.0, size=shape) * scale + 2.5 * scale
+    std = rng.uniform(0.05, 0.5, size=shape) * scale
+    lo = mean - rng.uniform(1.0, 4.0, size=shape) * scale
+    hi = mean + rng.uniform(1.0, 4.0, size=shape) * scale
+    return {k: torch.tensor(v, dtype=torch.float32) for k, v in
+            {'mean': mean, 'std': std, 'min': lo, 'max': hi}.items()}
+
+
+def make(out: str, spec: dict) -> None:
+    from lerobot.common.train_utils import save_checkpoint
+    from lerobot.configs.default import DatasetConfig
+    from lerobot.configs.train import TrainPipelineConfig
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.factory import (
+        get_policy_class,
+        make_policy_config,
+        make_pre_post_processors,
+    )
+
+    torch.manual_seed(int(spec.get('seed', 0)))
+    rng = np.random.default_rng(int(spec.get('seed', 0)))
+    inputs: dict[str, PolicyFeature] = {
+        'observation.state': PolicyFeature(FeatureType.STATE, (int(spec['state']),))}
+    for cam, (h, w) in spec.get('cameras', {}).items():
+        inputs[f'observation.images.{cam}'] = PolicyFeature(FeatureType.VISUAL, (3, h, w))
+    if spec.get('env_state'):
+        inputs['observation.environment_state'] = PolicyFeature(
+            FeatureType.ENV, (int(spec['env_state']),))
+    outputs = {'action': PolicyFeature(FeatureType.ACTION, (int(spec['action']),))}
+    kwargs = dict(spec.get('config', {}))
+    cfg = make_policy_config(spec['policy'], input_features=inputs, output_features=outputs,
+                             device='cpu', push_to_hub=False, **kwargs)
+    backbone = getattr(cfg, 'pretrained_backbone_weights', None)
+    if backbone is not None:
+        cfg.pretrained_backbone_weights = None       # random weights here, no download
+    policy = get_policy_class(cfg.type)(cfg)
+    stats = {}
+    for name, ft in {**inputs, **outputs}.items():
+        if ft.type is FeatureType.VISUAL:
+            stats[name] = _stats((3, 1, 1), rng, 0.2)
+        else:
+            stats[name] = _stats(ft.shape, rng, float(spec.get('scale', 1.0)))
+        for key, value in (spec.get('stats', {}).get(name) or {}).items():
+            stats[name][key] = torch.tensor(value, dtype=torch.float32)
+    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
+    if backbone is not None and not spec.get('clear_backbone'):
+        cfg.pretrained_backbone_weights = backbone   # as a trained checkpoint records it
+    train_cfg = TrainPipelineConfig(dataset=DatasetConfig(repo_id='egoroll/made-up'),
+                                    policy=cfg, output_dir=Path(out) / 'run')
+    if spec.get('env_fps'):
+        from lerobot.envs.configs import AlohaEnv
+        train_cfg.env = AlohaEnv(fps=int(spec['env_fps']))
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.0)
+    ckpt = Path(out) / 'checkpoint'
+    save_checkpoint(ckpt, 1, train_cfg, policy, optimizer, None, pre, post)
+    print(ckpt / 'pretrained_model')
+
+
+def _load(ckpt: str):  # noqa: ANN202
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+    cfg = PreTrainedConfig.from_pretrained(ckpt)
+    if getattr(cfg, 'pretrained_backbone_weights', None) is not None:
+        cfg.pretrained_backbone_weights = None
+    cfg.device = 'cpu'
+    policy = get_policy_class(cfg.type).from_pretrained(ckpt, config=cfg, strict=True)
+    pre, post = make_pre_post_processors(
+        cfg, pretrained_path=ckpt, preprocessor_overrides={'device_processor': {'device': 'cpu'}})
+    return cfg, policy, pre, post
+
+
+def _frames(obs_npz: str) -> tuple[list[dict[str, np.ndarray]], str | None]:
+    data = np.load(obs_npz, allow_pickle=False)
+    frames = [{} for _ in range(int(data['frames']))]
+    for key in data.files:
+        if '/' in key:
+            k, name = key.split('/', 1)
+            frames[int(k)][name] = data[key]
+    task = str(data['task']) if 'task' in data.files else None
+    return frames, task
+
+
+def infer(ckpt: str, obs_npz: str, out_npz: str, seed: int | None) -> None:
+    from lerobot.common.control_utils import predict_action
+
+    cfg, policy, pre, post = _load(ckpt)
+    frames, task = _frames(obs_npz)
+    policy.reset()
+    pre.reset()
+    post.reset()
+    if seed is not None:
+        torch.manual_seed(seed)
+    chunks = []
+    for frame in frames:
+        rows = [predict_action(dict(frame), policy, torch.device('cpu'), pre, post,
+                               use_amp=False, task=task).squeeze(0).double().numpy()
+                for _ in range(cfg.n_action_steps)]
+        chunks.append(np.stack(rows))
+    np.savez(out_npz, chunks=np.stack(chunks))
+
+
+def bench(ckpt: str, obs_npz: str, n: int) -> None:
+    from lerobot.policies.utils import prepare_observation_for_inference
+
+    torch.set_num_threads(int(os.environ.get('EGOROLL_BENCH_THREADS', '1')))
+    cfg, policy, pre, post = _load(ckpt)
+    frames, task = _frames(obs_npz)
+    times = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            obs = prepare_observation_for_inference(
+                {k: v.copy() for k, v in frames[i % len(frames)].items()},
+                torch.device('cpu'), task, None)
+            out = post(policy.predict_action_chunk(pre(obs))[:, :cfg.n_action_steps])
+            out.double().numpy()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps({'seconds': times}))
+
+
+def main(argv: list[str]) -> int:
+    if argv[1] == 'make':
+        make(argv[2], json.loads(argv[3]))
+    elif argv[1] == 'infer':
+        infer(argv[2], argv[3], argv[4], int(argv[5]) if len(argv) > 5 else None)
+    elif argv[1] == 'bench':
+        bench(argv[2], argv[3], int(argv[4]))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
