@@ -256,6 +256,10 @@ class BlendedMotion:
         stop_ts = np.append(np.arange(self.path.end_time + step, self.end_time, step),
                             self.end_time)
         ts = np.unique(np.concatenate([join_ts, [self.t_join], path_ts, stop_ts]))
+        # A trajectory controller needs strictly increasing times (its time_from_start has
+        # nanosecond resolution): merge knots closer than a microsecond (t_join on a chunk
+        # point, the last path point on the stop's first sample).
+        ts = ts[np.concatenate([[True], np.diff(ts) > 1e-6])]
         q, v, a = self.sample_grid(ts)
         return ts, q, v, a
 

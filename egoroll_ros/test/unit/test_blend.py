@@ -167,3 +167,17 @@ def test_the_chunk_path_is_the_c2_spline_through_every_point():
 def test_limits_must_be_positive():
     with pytest.raises(ValueError):
         MotionLimits(np.ones(2), np.ones(2), np.array([1.0, 0.0]))
+
+
+def test_knots_for_a_trajectory_controller_are_strictly_increasing_in_nanoseconds():
+    # t_join lands a hair off a chunk point (0.1 s + float error) and the stop's first sample
+    # follows the last point: a trajectory controller refuses equal time_from_start values.
+    times, pos = _chunk(0.0, 0.1, 2.0, 0.0)
+    path = chunk_path(times, pos)
+    t0 = 0.1 - 1e-13
+    q, v, a = path.sample(t0)
+    m = join_chunk(t0, q, v, a, times, pos, None, None, LIM, 0.1, 0.4, DT / 4)
+    ts, kq, kv, ka = m.knots()
+    ns = np.round(ts * 1e9).astype(np.int64)
+    assert np.all(np.diff(ns) > 0), ts
+    assert kq.shape == (len(ts), 2) and np.all(np.isfinite(kq))
