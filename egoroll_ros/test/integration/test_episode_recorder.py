@@ -37,7 +37,9 @@ def test_each_rollout_is_one_labelled_episode(ros_graph, tmp_path):
             'joints': JOINTS, 'policy.backend': BACKEND, 'policy.path': str(ck),
             'cameras.names': ['scene'], 'cameras.heights': [H], 'cameras.widths': [W],
             'query_frequency': 20.0, 'status_rate': 20.0, 'max_age.camera': 0.6,
-            'max_age.joint_states': 0.6}.items()]))
+            'max_age.joint_states': 0.6,
+            # no safety gate in this graph: start without its verdict on the preflight
+            'gate.require_preflight_acceptance': False}.items()]))
     rec = ros_graph.add(EpisodeRecorder(context=ros_graph.context, parameter_overrides=[
         Parameter(k, value=v) for k, v in {
             'out_dir': str(tmp_path / 'episodes'), 'cameras.names': ['scene'],
