@@ -600,13 +600,9 @@ class ExecutorCore:
             continuous = True
         else:
             # After a halt (or at start): from the MEASURED positions, never a stale setpoint.
-            m = self._measured
-            if m is None or now - m.received > self.config.state_timeout:
-                self._end(new, 'STALE_STATE' if m else 'NO_STATE',
-                          'no fresh joint_states to start from', now)
-                self._stop(now)
+            q = self._measured_start(new, now)
+            if q is None:
                 return
-            q = m.positions.copy()
             v = self.motion.sample(now)[1] if self.state == STOPPING and self.motion else \
                 np.zeros(self.n)
             a = np.zeros(self.n)
@@ -631,6 +627,17 @@ class ExecutorCore:
         self.state = EXECUTING
         self._continuous = continuous
 
+    def _measured_start(self, new: _Active, now: float) -> np.ndarray | None:
+        """The measured positions a new goal starts from after a halt, or None when there are
+        no fresh joint_states (the goal then ends STALE_STATE / NO_STATE and the arm holds)."""
+        m = self._measured
+        if m is None or now - m.received > self.config.state_timeout:
+            self._end(new, 'STALE_STATE' if m else 'NO_STATE',
+                      'no fresh joint_states to start from', now)
+            self._stop(now)
+            return None
+        return m.positions.copy()
+
     def _adopt_blend(self, now: float) -> None:
         """Adopt the pending goal through a jerk-limited join (seam ``blend``).
 
@@ -646,13 +653,9 @@ class ExecutorCore:
         if running:
             q, v, a = self.motion.sample(now)
         else:
-            m = self._measured
-            if m is None or now - m.received > self.config.state_timeout:
-                self._end(new, 'STALE_STATE' if m else 'NO_STATE',
-                          'no fresh joint_states to start from', now)
-                self._stop(now)
+            q = self._measured_start(new, now)
+            if q is None:
                 return
-            q = m.positions.copy()
             if self.state == STOPPING and self.motion is not None:
                 _, v, a = self.motion.sample(now)
             else:

@@ -44,7 +44,14 @@ from egoroll_ros.core.gate import (
     prepare,
 )
 from egoroll_ros.core.ik import IkParams
-from egoroll_ros.core.interlock import Block, Decision, Interlock, InterlockConfig, Kind
+from egoroll_ros.core.interlock import (
+    Block,
+    ChunkOutcome,
+    Decision,
+    Interlock,
+    InterlockConfig,
+    Kind,
+)
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import TrajectoryError
@@ -389,12 +396,17 @@ class SafetyGate(Node):
                 rejected=verdict.rejected, real_rejection=bool(real),
                 needs_confirmation=verdict.needs_confirmation,
                 executor_ready=self._client.server_is_ready())
-            if out.blocks:
-                verdict.violations.extend(self._violations(out.blocks))
-                verdict.stage = 'node'
-            self._execute(out.decisions)
-            forwarded = out.forwarded
+            forwarded = self._carry_out(out, verdict)
         self._publish_verdict(msg, verdict, forwarded)
+
+    def _carry_out(self, out: ChunkOutcome, verdict: Verdict) -> bool:
+        """Add the interlock's blocking reasons to ``verdict``, carry out its decisions, and
+        say whether the chunk was forwarded (caller holds the lock)."""
+        if out.blocks:
+            verdict.violations.extend(self._violations(out.blocks))
+            verdict.stage = 'node'
+        self._execute(out.decisions)
+        return out.forwarded
 
     def _forward(self, chunk: Chunk) -> None:
         """Send ``chunk`` as a goal (caller holds the lock; the interlock decided FORWARD)."""
@@ -526,11 +538,7 @@ class SafetyGate(Node):
             out = self.interlock.confirmed(chunk, int(chunk.sequence),
                                            rejected=verdict.rejected,
                                            executor_ready=self._client.server_is_ready())
-            if out.blocks:
-                verdict.violations.extend(self._violations(out.blocks))
-                verdict.stage = 'node'
-            self._execute(out.decisions)
-            forwarded = out.forwarded
+            forwarded = self._carry_out(out, verdict)
         self._publish_verdict(msg, verdict, forwarded, note='operator confirmation: ')
         if forwarded:
             return True, f'chunk {chunk.sequence} confirmed and forwarded'
