@@ -9,8 +9,14 @@ with the configured ``max_age.*`` on bag time. The policy is queried every
 :class:`~egoroll_ros.core.observation.ObservationBuilder`, the chunk by
 :mod:`egoroll_ros.core.inference`, and every chunk is checked by
 :func:`egoroll_ros.core.gate.check` with "now" = the chunk's bag time and the latest recorded
-joint_states as the measured state. Deadman, e-stop and operator confirmation are live-graph
-matters and are not simulated.
+joint_states as the measured state.
+
+The gate's interlock runs too, over the bag's ``quest/joy`` (deadman, e-stop, the Quest
+confirm button, stale joy; :mod:`egoroll_ros.bag.offline_interlock`, the same
+:class:`~egoroll_ros.core.interlock.Interlock` the node runs): each chunk's verdict says
+whether it would have been forwarded, and the report lists the deadman / e-stop / fault
+stretches. A bag without ``quest/joy`` is evaluated without it, and says so in the report,
+in every verdict and on stderr.
 
 Cartesian policies: the chunk is decoded by the same
 :class:`~egoroll_ros.core.inference.CartesianRuntime` as in the node and checked by
@@ -36,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from egoroll_ros.bag.offline_interlock import OfflineInterlock, not_simulated
 from egoroll_ros.bag.reader import BagReader, absolute
 from egoroll_ros.bag.report import (
     REPORT_FORMAT,
@@ -53,11 +60,12 @@ from egoroll_ros.bag.report import (
     plot_rejections,
 )
 from egoroll_ros.core.cartesian import cartesian_config_from_params
-from egoroll_ros.core.gate import config_from_params
+from egoroll_ros.core.gate import WHOLE_CHUNK, Violation, check, config_from_params
 from egoroll_ros.core.gate import prepare as prepare_limits
 from egoroll_ros.core.inference import (
     setup_from_params,
 )
+from egoroll_ros.core.interlock import JoyMapping, interlock_config_from_params
 from egoroll_ros.core.observation import (
     JOINT_STATES,
     QUEST_JOY,
@@ -227,7 +235,7 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
         loaded = load_policy(p, setup, path, sys.executable, warnings.append,
                              prepare=prepare_image)   # the node's decoding, as live
         try:
-            return _run(opts, bag, decode, p, setup, loaded, gate_cfg, model,
+            return _run(opts, bag, decode, p, setup, loaded, gate_cfg, gp, model,
                         model_source, gate_path, path, warnings, baseline, out_bag, log)
         finally:
             loaded.policy.close()
@@ -280,7 +288,7 @@ def _require_joints(bag: BagReader, decode: _Decoder, topic: str, joints: Any,
 
 
 def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, Any],
-         setup: Any, loaded: Any, gate_cfgs: Any, model: RobotModel,
+         setup: Any, loaded: Any, gate_cfgs: Any, gp: dict[str, Any], model: RobotModel,
          model_source: str, gate_path: Path, policy_path: str, warnings: list[str],
          baseline: dict[str, Any] | None, out_bag: Path, log: Callable[[str], None]
          ) -> dict[str, Any]:
@@ -296,6 +304,23 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
     bag.require({topic: [mtype] for topic, mtype in needs.values()})
     _require_joints(bag, decode, needs[JOINT_STATES][0], setup.joints)
     by_topic = {topic: name for name, (topic, _) in needs.items()}
+    joy_topic = absolute('quest/joy', opts.namespace)
+    sim: OfflineInterlock | None = None
+    if joy_topic in bag.info.topics:
+        bag.require({joy_topic: ['sensor_msgs/msg/Joy']})
+
+        def recheck(chunk: Any, now: float) -> bool:
+            js = inputs.get(JOINT_STATES)
+            return check(chunk, None if js is None else js.value, model, gate_cfg, now=now,
+                         steady_now=now).rejected
+
+        sim = OfflineInterlock(interlock_config_from_params(gp), JoyMapping.from_params(gp),
+                               gp['watchdog_period'], bag.info.start_ns * 1e-9, recheck)
+    else:
+        note = not_simulated(joy_topic)
+        warnings.append(f'{note}: verdicts do not include deadman, e-stop or confirmation, '
+                        'and no chunk is known to have been forwarded')
+        log(f'warning: {warnings[-1]}')
     meta = policy.metadata
     joints = setup.joints
     inputs = LatestInputs(list(needs))
@@ -330,6 +355,8 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
             elif name == JOINT_STATES:
                 js = convert.joint_state_from_msg(msg, now)
                 inputs.put(name, js, js.stamp, now, clock=now)
+                if sim is not None:
+                    sim.joint_state(now)
                 q = js.ordered(joints)
                 if q is not None:
                     rec_t.append(now)
@@ -344,6 +371,15 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
             malformed[f'{name}: {exc}'[:160]] = malformed.get(f'{name}: {exc}'[:160], 0) + 1
 
     by_topic_rev = {name: topic for topic, name in by_topic.items()}
+
+    def feed_joy(mtype: str, t_ns: int, raw: bytes) -> None:
+        try:
+            msg = decode(mtype, raw, joy_topic)
+        except InputError as exc:
+            key = f'{joy_topic} (interlock): {exc}'[:160]
+            malformed[key] = malformed.get(key, 0) + 1
+            return
+        sim.joy(t_ns * 1e-9, msg.axes, msg.buttons)
 
     def query(t_ns: int) -> None:
         nonlocal queries
@@ -373,7 +409,20 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         verdict, positions = outcome.verdict, outcome.joint_positions
         cart = space.ee_targets(step.output)
         chunk_msg = convert.any_chunk_to_msg(chunk)
-        verdict_msg = convert.verdict_to_msg(verdict, chunk_msg, convert.sec_to_time(now), False)
+        published, forwarded, note = verdict, False, ''
+        if sim is not None:
+            out = sim.chunk(now, outcome.joint_chunk, chunk.sequence,
+                            [v.check for v in verdict.violations], verdict.rejected,
+                            verdict.needs_confirmation)
+            forwarded = out.forwarded
+            if out.blocks:      # as the gate publishes it: the blocks are node-stage violations
+                published = replace(verdict, stage='node', violations=list(
+                    verdict.violations) + [Violation(b.check, '', WHOLE_CHUNK, b.value,
+                                                     b.limit, b.message) for b in out.blocks])
+        else:
+            note = not_simulated(joy_topic) + ': '
+        verdict_msg = convert.verdict_to_msg(published, chunk_msg, convert.sec_to_time(now),
+                                             forwarded, note)
         for conn, msg in ((conn_chunk, chunk_msg), (conn_verdict, verdict_msg)):
             writer.write(conn, t_ns, store.serialize_cdr(to_rosbags(msg, store), conn.msgtype))
         records.append(ChunkRecord(
@@ -387,11 +436,16 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         policy.reset()
         required = set(builder.max_ages)
         last_ns = bag.info.start_ns
-        for topic, mtype, t_ns, raw in bag.messages(list(by_topic)):
+        topics = list(by_topic) + ([joy_topic] if sim is not None and joy_topic not in by_topic
+                                   else [])
+        for topic, mtype, t_ns, raw in bag.messages(topics):
             while next_q is not None and next_q < t_ns:
                 query(next_q)
                 next_q += period_ns
-            put(by_topic[topic], mtype, t_ns, raw)
+            if sim is not None and topic == joy_topic:
+                feed_joy(mtype, t_ns, raw)
+            if topic in by_topic:
+                put(by_topic[topic], mtype, t_ns, raw)
             last_ns = t_ns
             if next_q is None and required <= set(inputs.snapshot()):
                 next_q = t_ns
@@ -401,6 +455,8 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
     finally:
         writer.close()
     wall = time.perf_counter() - t_start
+    if sim is not None:
+        sim.finish(bag.info.end_ns * 1e-9)
 
     origin = bag.info.start_ns * 1e-9
     rec_times = np.array(rec_t)
@@ -444,10 +500,13 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
                              'solution, omitted for chunks that did not pass IK '
                              '(chunks_without_joint_positions)' if runtime is not None
                              else '')},
+        'interlock': (sim.report(bag.info.end_ns * 1e-9, origin) if sim is not None else
+                      {'simulated': False, 'reason': not_simulated(joy_topic)}),
         'chunk_list': [{'sequence': r.sequence, 't': r.stamp - origin, 'stamp': r.stamp,
                         'decision': r.decision, 'latency': r.latency,
                         'violations': sorted({v[0] for v in r.violations}),
-                        'summary': r.summary} for r in records],
+                        'summary': r.summary, **_fate(sim, r.sequence, joy_topic)}
+                       for r in records],
         'digest': digest(records),
         'warnings': warnings,
         'wall_time': wall,
@@ -465,6 +524,15 @@ def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, A
         report['comparison'] = compare(report, baseline, opts.thresholds)
     (opts.out_dir / 'report.json').write_text(json.dumps(report, indent=2) + '\n')
     return report
+
+
+def _fate(sim: OfflineInterlock | None, sequence: int, joy_topic: str) -> dict[str, Any]:
+    """Whether the gate would have forwarded chunk ``sequence``, and why (chunk_list)."""
+    fate = None if sim is None else sim.fate(sequence)
+    if fate is None:
+        return {'forwarded': None, 'interlock': not_simulated(joy_topic)}
+    return {'forwarded': fate.forwarded, 'blocked_by': fate.blocked_by,
+            'interlock': fate.note}
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
@@ -491,6 +559,19 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
                      f"rotation MAE {'n/a' if rm is None else f'{rm:.4f} rad'} over "
                      f"{ce['points_compared']} points; "
                      f"{e.get('chunks_without_joint_positions', 0)} chunks without IK joints")
+    il = report.get('interlock', {})
+    if il.get('simulated'):
+        held = sorted({s['condition'] for s in il['stretches']})
+        lines.append(f"interlock (quest/joy): {il['forwarded']} of {d['chunks']} chunks would "
+                     f"have been forwarded; blocked by "
+                     + (', '.join(f'{k} {v}' for k, v in il['blocked_by_check'].items())
+                        or 'nothing')
+                     + f"; {len(il['stretches'])} stretches ({', '.join(held) or 'none'})")
+        lines += [f"  {s['condition']} {s['start']:.3f}-{s['end']:.3f} s"
+                  f"{' (open at the end)' if s['open'] else ''}: {s['reason']}"
+                  for s in il['stretches']]
+    elif il:
+        lines.append(il['reason'])
     if d['rejections_by_check']:
         lines.append('rejections by check: ' + ', '.join(
             f'{k} {v}' for k, v in d['rejections_by_check'].items()))

@@ -39,10 +39,13 @@ class GateOutcome:
         verdict: the gate's verdict.
         joint_positions: (H, J) joint positions that would execute (the chunk's own for a
             joint chunk, the IK solution for a Cartesian one; None when IK failed).
+        joint_chunk: the joint chunk the gate would forward (or hold for confirmation): the
+            chunk itself, or the IK solution of a Cartesian chunk that passed IK; else None.
     """
 
     verdict: Verdict
     joint_positions: np.ndarray | None
+    joint_chunk: Chunk | None = None
 
 
 class ActionSpace(ABC):
@@ -113,7 +116,7 @@ class JointActionSpace(ActionSpace):
               model: RobotModel | None, gate: GateConfig, cartesian: CartesianConfig,
               now: float, steady_now: float | None = None) -> GateOutcome:
         verdict = check(chunk, measured, model, gate, now=now, steady_now=steady_now)
-        return GateOutcome(verdict, np.asarray(chunk.trajectory.positions))
+        return GateOutcome(verdict, np.asarray(chunk.trajectory.positions), chunk)
 
     def joint_path(self, output: np.ndarray) -> np.ndarray:  # noqa: D102
         return output
@@ -147,7 +150,8 @@ class CartesianActionSpace(ActionSpace):
               now: float, steady_now: float | None = None) -> GateOutcome:
         outcome = check_cartesian(chunk, measured, model, gate, cartesian, now, steady_now)
         return GateOutcome(outcome.verdict, None if outcome.ik_chunk is None else
-                           np.asarray(outcome.ik_chunk.trajectory.positions))
+                           np.asarray(outcome.ik_chunk.trajectory.positions),
+                           outcome.joint_chunk)
 
     def ee_targets(self, output: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:  # noqa
         return (np.stack([np.asarray(a.positions, float) for a in output]),
