@@ -78,6 +78,8 @@ from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
+from egoroll_ros.ros.takeover import PARAMS as TAKEOVER_PARAMS
+from egoroll_ros.ros.takeover import TakeoverHook
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
 
@@ -236,6 +238,8 @@ PARAMS = [
           'scale x dataset value.', read_only=True),
     Param('cartesian.convention.gripper_offset', float, 0.0, 'Gripper offset (m or rad).',
           read_only=True),
+    # Human takeover from the Quest (ros/takeover.py, docs/takeover.md).
+    *TAKEOVER_PARAMS,
 ]
 
 _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -291,6 +295,9 @@ class PolicyNode(LifecycleNode):
             self.create_subscription(PoseStamped, name, self._pose_cb(name),
                                      qos_profile_sensor_data, callback_group=inputs_group)
         self.chunk_pub = self.create_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
+        # Operator takeover: teleop chunks on policy/chunk, the policy in shadow meanwhile.
+        self.takeover = TakeoverHook(self, self.p, self.inputs, self.sm, self.chunk_pub.publish,
+                                     self.p['frame_id'], MutuallyExclusiveCallbackGroup())
         self.markers = ChunkMarkers(self, self.p['markers.frames'], self.p['urdf_path'])
         self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
         self._last_status: RolloutStatus | None = None
@@ -479,6 +486,7 @@ class PolicyNode(LifecycleNode):
         now = time.monotonic()
         self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now,
                         clock=self._clock_now())
+        self.takeover.on_joy(tuple(msg.buttons), now)
         b = self.p['quest.toggle_button']
         if b < 0:
             return
@@ -695,10 +703,17 @@ class PolicyNode(LifecycleNode):
             self.last_skip_reason = out
             return
         self.last_latency = latency = out.latency
-        msg = any_chunk_to_msg(self._aggregate(out.chunk), frame_id=self.p['frame_id'])
+        if self.takeover.core.active:
+            # The operator drives: the policy's raw prediction goes out as a shadow chunk (the
+            # recording holds what it would have done); aggregation restarts at the handback.
+            self.aggregator.reset()
+            msg = any_chunk_to_msg(out.chunk, frame_id=self.p['frame_id'])
+        else:
+            msg = any_chunk_to_msg(self._aggregate(out.chunk), frame_id=self.p['frame_id'])
 
         def publish(seq: int) -> int:
             msg.sequence = seq
+            msg.shadow = self.takeover.shadow(gen)   # under the rollout lock
             self.chunk_pub.publish(msg)
             return seq
 
@@ -782,6 +797,9 @@ class PolicyNode(LifecycleNode):
             detail = f'{detail}; last skip: {self.last_skip_reason}'
         if state is State.RUNNING and self.last_underrun:
             detail = f'{detail}; {self.last_underrun} ({self.aggregator.underruns} times)'
+        if self.takeover.core.active:
+            detail = f'{detail}; {self.takeover.detail or "operator takeover"} (the policy runs '\
+                'in shadow)'
         msg.detail = detail
         msg.policy_id = self.policy.metadata.fingerprint if self.policy is not None else ''
         msg.chunks_published = self.sm.chunks_published
@@ -791,6 +809,7 @@ class PolicyNode(LifecycleNode):
         msg.input_names = list(ages)
         msg.input_ages = [-1.0 if a is None else float(a) for a in ages.values()]
         self.status_pub.publish(msg)
+        self.takeover.publish_label()
         self._last_status = msg
 
     def _rollout_status(self) -> TaskStatus:
