@@ -47,7 +47,7 @@ from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import ProcessLauncher, RosGraph, wait_until
-from egoroll_ros.testing.pytest_plugin import isolated_domain
+from egoroll_ros.testing.domains import isolated_domain
 
 ARM = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
        'wrist_pitch', 'wrist_roll', 'gripper']

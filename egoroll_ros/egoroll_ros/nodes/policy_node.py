@@ -74,7 +74,7 @@ from egoroll_ros.ros.convert import (
 from egoroll_ros.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
-from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
@@ -147,16 +147,16 @@ PARAMS = [
           min=0.1, max=1000.0, read_only=True),
     Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
           'how long its header stamp may stay put and its frame stay identical.',
-          min=0.001, max=60.0, read_only=True),
+          min=0.001, max=60.0, read_only=False),
     Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
           'its header stamp may stay put.', min=0.001,
-          max=60.0, read_only=True),
+          max=60.0, read_only=False),
     Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
-          min=0.001, max=60.0, read_only=True),
+          min=0.001, max=60.0, read_only=False),
     Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
           "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
           'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0,
-          read_only=True),
+          read_only=False),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
@@ -251,6 +251,7 @@ class PolicyNode(LifecycleNode):
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.p = declare_params(self, PARAMS)
+        watch_live(self, PARAMS, self.p, self._apply_live)
         self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
@@ -380,6 +381,20 @@ class PolicyNode(LifecycleNode):
             f'{[(f.camera, f.height, f.width) for f in meta.image_features]}')
         self.sm.configured()
         return TransitionCallbackReturn.SUCCESS
+
+    def _apply_live(self, changes: dict[str, Any]) -> None:
+        """``max_age.*`` and ``max_clock_offset`` set live: the next observation is judged
+        with them (the loaded policy's builder); a later configure reads them from ``p``."""
+        p = {**self.p, **changes}
+        builder = getattr(self, 'builder', None)
+        if builder is not None:
+            builder.set_limits(p['max_age.camera'], p['max_age.joint_states'],
+                               p['max_age.quest'], p['max_clock_offset'] or None)
+        if 'max_clock_offset' in changes and not changes['max_clock_offset']:
+            self.get_logger().warning("'max_clock_offset' set to 0: the clock offset of the "
+                                      'inputs is measured, not checked')
+        self.get_logger().info('set live: ' + ', '.join(f'{k}={v!r}'
+                                                        for k, v in sorted(changes.items())))
 
     def _load_policy(self) -> None:
         p = self.p
