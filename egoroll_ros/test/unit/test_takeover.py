@@ -230,3 +230,21 @@ def test_a_controller_jump_is_a_chunk_the_gate_rejects_never_a_clamped_one(demo)
     out = check_cartesian(ch, js, demo, GATE, CART, now=100.11, steady_now=5.11)
     assert out.verdict.rejected
     assert {'ee_translation_jump', 'ee_hard_translation'} <= set(out.verdict.counts())
+
+
+def test_clutch_reanchor_makes_the_hand_motion_meanwhile_move_nothing(demo):
+    c0 = (np.array([0.2, 1.0, -0.3]), np.eye(3))
+    tk = Takeover(CFG, demo.base_frame)
+    tk.begin(1, True, inputs(5.0, pose(*c0)).snapshot(), anchor_pose(demo), 5.0)
+    # the hand moved 5 cm while the clutch was released; the arm had stopped at Q1
+    q1 = Q0 + np.array([0.02, 0.0, 0.0, -0.03, 0.0, 0.0, 0.0, 0.0])
+    away = pose(c0[0] + [0.05, 0.0, 0.0], c0[1])
+    tk.reanchor(inputs(6.0, away, q=q1).snapshot(), measured_poses(demo, CFG, JOINTS, q1), 6.0)
+    ch = tk.chunk(inputs(6.0, away, q=q1).snapshot(), 6.0, 101.0)
+    p1, _ = measured_poses(demo, CFG, JOINTS, q1)[0]
+    assert np.allclose(ch.arms[0].positions[0], p1, atol=1e-12)   # from where the arm is
+    with pytest.raises(TakeoverError, match='quest/right_pose is'):
+        tk.reanchor(inputs(6.0, away, q=q1).snapshot(), anchor_pose(demo), 6.5)
+    tk.end('handed back', 7.0)
+    with pytest.raises(TakeoverError, match='not taken over'):
+        tk.reanchor(inputs(7.0, away).snapshot(), anchor_pose(demo), 7.0)
