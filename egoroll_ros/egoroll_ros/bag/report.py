@@ -182,7 +182,41 @@ def cartesian_error(chunks: Sequence[ChunkRecord], arms: Sequence[str],
     }
 
 
-class StaleStretches:
+class Stretches:
+    """Stretches of bag time during which named conditions held, and why.
+
+    :meth:`update_keys` is called at each moment the conditions are judged with the ones that
+    hold then (``{(name, reason): since}``): a stretch opens at ``since`` (the moment the
+    condition began for that reason) and closes at the first later update without it.
+    ``drop_empty``: a stretch that closes when it opened (a condition that held for no time)
+    is not reported.
+    """
+
+    def __init__(self, drop_empty: bool = False) -> None:
+        self._drop_empty = drop_empty
+        self._open: dict[tuple[str, str], float] = {}
+        self._closed: list[tuple[str, str, float, float]] = []
+
+    def update_keys(self, current: dict[tuple[str, str], float], now: float) -> None:
+        """Record the conditions ``{(name, reason): since}`` that hold at ``now``."""
+        for key in [k for k in self._open if k not in current]:
+            start = self._open.pop(key)
+            if not (self._drop_empty and start >= now):
+                self._closed.append((*key, start, now))
+        for key, since in current.items():
+            self._open.setdefault(key, min(since, now))
+
+    def report(self, end: float, origin: float, label: str = 'input') -> list[dict[str, Any]]:
+        """Every stretch as ``{<label>, reason, start, end, open}`` in time order; ``start`` and
+        ``end`` in s after ``origin``; ``open``: still holding at ``end`` (the bag's end)."""
+        rows = [(n, r, a, b, False) for n, r, a, b in self._closed] + \
+            [(n, r, a, end, True) for (n, r), a in self._open.items()]
+        rows.sort(key=lambda x: (x[2], x[0], x[1]))
+        return [{label: n, 'reason': r, 'start': a - origin, 'end': b - origin,
+                 'open': o} for n, r, a, b, o in rows]
+
+
+class StaleStretches(Stretches):
     """The stretches of bag time during which each input was stale, and why.
 
     :meth:`update` is called at every query with the stale inputs it found (empty when none):
@@ -190,28 +224,11 @@ class StaleStretches:
     and closes at the first later query that does not find it stale for that reason.
     """
 
-    def __init__(self) -> None:
-        self._open: dict[tuple[str, str], float] = {}
-        self._closed: list[tuple[str, str, float, float]] = []
-
     def update(self, stale: Sequence[Any], now: float) -> None:
         """Record the :class:`~egoroll_ros.core.observation.StaleInput` list of a query at
         ``now``."""
-        current = {(s.name, s.reason): (now if s.since is None else min(s.since, now))
-                   for s in stale}
-        for key in [k for k in self._open if k not in current]:
-            self._closed.append((*key, self._open.pop(key), now))
-        for key, since in current.items():
-            self._open.setdefault(key, since)
-
-    def report(self, end: float, origin: float) -> list[dict[str, Any]]:
-        """Every stretch as ``{input, reason, start, end, open}`` in time order; ``start`` and
-        ``end`` in s after ``origin``; ``open``: still stale at ``end`` (the bag's end)."""
-        rows = [(n, r, a, b, False) for n, r, a, b in self._closed] + \
-            [(n, r, a, end, True) for (n, r), a in self._open.items()]
-        rows.sort(key=lambda x: (x[2], x[0], x[1]))
-        return [{'input': n, 'reason': r, 'start': a - origin, 'end': b - origin,
-                 'open': o} for n, r, a, b, o in rows]
+        self.update_keys({(s.name, s.reason): (now if s.since is None else s.since)
+                          for s in stale}, now)
 
 
 def latency_stats(latencies: Sequence[float]) -> dict[str, float | None]:

@@ -10,7 +10,7 @@ gate would (:meth:`ActionSpace.check`) and says what to draw or report (:meth:`j
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +39,13 @@ class GateOutcome:
         verdict: the gate's verdict.
         joint_positions: (H, J) joint positions that would execute (the chunk's own for a
             joint chunk, the IK solution for a Cartesian one; None when IK failed).
+        joint_chunk: the joint chunk the gate would forward (or hold for confirmation): the
+            chunk itself, or the IK solution of a Cartesian chunk that passed IK; else None.
     """
 
     verdict: Verdict
     joint_positions: np.ndarray | None
+    joint_chunk: Chunk | None = None
 
 
 class ActionSpace(ABC):
@@ -50,6 +53,8 @@ class ActionSpace(ABC):
 
     #: ``'joint'`` or ``'cartesian'`` (as :attr:`PolicyMetadata.action_space`).
     name: str = ''
+    #: What a report adds to the note on its joint errors (where the joints come from).
+    joint_error_note: str = ''
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -83,6 +88,17 @@ class ActionSpace(ABC):
         per arm, or None for a joint output."""
         return None
 
+    def ee_reference(self, model: RobotModel, joints: Sequence[str]
+                     ) -> tuple[tuple[str, ...], Callable[[np.ndarray], Any]] | None:
+        """What :meth:`ee_targets` are compared with in a report: the arm names and the
+        forward kinematics of recorded joints ((M, J) in ``joints`` order -> translations
+        (A, M, 3), rotations (A, M, 3, 3)); None when the output has no end-effector targets.
+
+        Raises:
+            RobotModelError: an end-effector frame the model lacks.
+        """
+        return None
+
 
 class JointActionSpace(ActionSpace):
     """Absolute joint targets in the configured order; continuous joints unwrapped.
@@ -113,7 +129,7 @@ class JointActionSpace(ActionSpace):
               model: RobotModel | None, gate: GateConfig, cartesian: CartesianConfig,
               now: float, steady_now: float | None = None) -> GateOutcome:
         verdict = check(chunk, measured, model, gate, now=now, steady_now=steady_now)
-        return GateOutcome(verdict, np.asarray(chunk.trajectory.positions))
+        return GateOutcome(verdict, np.asarray(chunk.trajectory.positions), chunk)
 
     def joint_path(self, output: np.ndarray) -> np.ndarray:  # noqa: D102
         return output
@@ -129,6 +145,9 @@ class CartesianActionSpace(ActionSpace):
     """
 
     name = 'cartesian'
+    joint_error_note = ("; Cartesian policy: joint positions are the gate's IK solution, "
+                        'omitted for chunks that did not pass IK '
+                        '(chunks_without_joint_positions)')
 
     def __init__(self, policy: Policy, runtime: CartesianRuntime) -> None:
         super().__init__(policy)
@@ -147,11 +166,17 @@ class CartesianActionSpace(ActionSpace):
               now: float, steady_now: float | None = None) -> GateOutcome:
         outcome = check_cartesian(chunk, measured, model, gate, cartesian, now, steady_now)
         return GateOutcome(outcome.verdict, None if outcome.ik_chunk is None else
-                           np.asarray(outcome.ik_chunk.trajectory.positions))
+                           np.asarray(outcome.ik_chunk.trajectory.positions),
+                           outcome.joint_chunk)
 
     def ee_targets(self, output: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:  # noqa
         return (np.stack([np.asarray(a.positions, float) for a in output]),
                 np.stack([quat_to_matrix(np.asarray(a.quaternions, float)) for a in output]))
+
+    def ee_reference(self, model: RobotModel, joints: Sequence[str]  # noqa: D102
+                     ) -> tuple[tuple[str, ...], Callable[[np.ndarray], Any]]:
+        plan = model.fk_plan(self.runtime.ee_frames, joints)
+        return tuple(self.runtime.arm_names), plan.compute
 
 
 def action_space_for(policy: Policy, joints: Sequence[str], continuous_columns: Sequence[int],

@@ -353,6 +353,9 @@ class ExecutorCore:
         self._doomed: _Active | None = None  # active goal replaced by an accepted pending one
         self._last: Setpoint | None = None
         self._continuous = False  # whether the next setpoint must respect the step bound
+        # The goal ended SUCCESSFUL and the motion it ended on still commands (its stop, then
+        # its hold) with no halt since: the command stream is live, a new goal continues it.
+        self._ran_out = False
         self._measured: MeasuredState | None = None
         self._outcomes: list[Outcome] = []
         self._motion_changed = False
@@ -550,6 +553,7 @@ class ExecutorCore:
                     RuckigStop) -> None:
         self.motion = motion
         self._motion_changed = True
+        self._ran_out = False
 
     def _stop(self, now: float, at: np.ndarray | None = None) -> None:
         """Switch to the stop motion now (hold at ``at`` or per stop_behavior)."""
@@ -643,14 +647,19 @@ class ExecutorCore:
 
         While executing, the join starts from the running motion's state; when it cannot be
         done within the limits the new goal ends ``LIMIT_VIOLATED`` and the running goal
-        continues unchanged. Otherwise (at rest, holding or stopping) it starts from the
-        measured positions, or the stop motion's velocity and acceleration.
+        continues unchanged. So it does when the last goal ran out and ended SUCCESSFUL with
+        nothing halted since (its deceleration or hold is still being commanded every tick):
+        a chunk arriving late continues the command stream, and a refused one leaves the
+        stop and hold unchanged. After a halt (cancel, abort, stop) or from idle it starts
+        from the measured positions, with the stop motion's velocity and acceleration.
         """
         new, self._pending = self._pending, None
         old = self._active
         g = new.goal
         running = self.state == EXECUTING and self.motion is not None and old is not None
-        if running:
+        ran_out = (not running and self.state == HOLDING and self._ran_out and
+                   self.motion is not None and self.config.idle_output == 'hold')
+        if running or ran_out:
             q, v, a = self.motion.sample(now)
         else:
             q = self._measured_start(new, now)
@@ -671,6 +680,11 @@ class ExecutorCore:
                 self._end(new, exc.code, f'refused at the seam, sequence {old.goal.sequence} '
                           f'continues: {exc}', now)
                 return
+            if ran_out:
+                self.refused += 1
+                self._end(new, exc.code, f'refused at the seam, the stop and hold after '
+                          f'the last goal continue: {exc}', now)
+                return
             self._end(new, exc.code, str(exc), now)
             self._stop(now)
             return
@@ -680,7 +694,7 @@ class ExecutorCore:
         self._active = new
         self._set_motion(motion)
         self.state = EXECUTING
-        self._continuous = running
+        self._continuous = running or ran_out
 
     def _watchdogs(self, now: float) -> None:
         cfg = self.config
@@ -766,6 +780,7 @@ class ExecutorCore:
                           f'{a.goal.source or "?"} reached the goal', now)
                 self._active = None
                 self.state = HOLDING
+                self._ran_out = True
             elif now > self.motion.end_time + self.config.goal_time_tolerance:
                 j = int(np.argmax(np.where(gactive, gerr - self._goal_tol, -np.inf)))
                 self._end(a, 'GOAL_TOLERANCE_VIOLATED', f'joint {self.config.joints[j]} is '

@@ -29,6 +29,7 @@ the node calls it under one lock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 import math
@@ -37,6 +38,9 @@ from typing import Any
 from egoroll_ros.errors import ConfigError
 
 ON_REJECT = ('hold', 'skip')
+#: Violations that mean "the gate is not ready", not "the policy asked for something bad":
+#: they reject and stop, but do not latch a fault under ``on_reject='hold'``.
+NOT_READY_CHECKS = frozenset({'robot_model', 'joint_state'})
 
 
 class Kind(str, Enum):
@@ -114,6 +118,57 @@ class InterlockConfig:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0.0):
                 raise ConfigError(f"parameter '{name}': must be > 0, got {v}")
+
+
+def interlock_config_from_params(p: dict[str, Any]) -> InterlockConfig:
+    """The :class:`InterlockConfig` of the safety_gate parameters ``p`` (names as declared).
+
+    Raises:
+        ConfigError: naming the parameter.
+    """
+    return InterlockConfig(
+        require_deadman=p['require_deadman'], deadman_threshold=p['deadman_threshold'],
+        joy_timeout=p['joy_timeout'], max_joint_state_age=p['max_joint_state_age'],
+        on_reject=p['on_reject'], confirm_timeout=p['confirm_timeout'])
+
+
+@dataclass(frozen=True)
+class JoyMapping:
+    """Which quest/joy axis and buttons are the deadman, the e-stop and the confirm button.
+
+    Args:
+        deadman_axis: axis index of the deadman (grip); held above ``deadman_threshold``.
+        deadman_threshold: axis value above which the deadman is held.
+        estop_button: button index of the e-stop; -1: none.
+        confirm_button: button index that confirms a waiting chunk; -1: none.
+    """
+
+    deadman_axis: int = 3
+    deadman_threshold: float = 0.5
+    estop_button: int = 1
+    confirm_button: int = 0
+
+    @classmethod
+    def from_params(cls, p: dict[str, Any]) -> JoyMapping:
+        """The mapping of the safety_gate parameters ``p``."""
+        return cls(deadman_axis=p['deadman_axis'], deadman_threshold=p['deadman_threshold'],
+                   estop_button=p['estop_button'], confirm_button=p['confirm_button'])
+
+    def read(self, axes: Sequence[float], buttons: Sequence[int]) -> tuple[bool, bool, bool]:
+        """One quest/joy sample as ``(estop_down, deadman_held, confirm_down)``.
+
+        Fail closed: a configured e-stop button the sample does not have counts as pressed;
+        a missing or non-finite deadman axis counts as released; a missing confirm button
+        as not pressed.
+        """
+        estop = self.estop_button >= 0 and (
+            self.estop_button >= len(buttons) or bool(buttons[self.estop_button]))
+        held = 0 <= self.deadman_axis < len(axes) and \
+            math.isfinite(axes[self.deadman_axis]) and \
+            axes[self.deadman_axis] > self.deadman_threshold
+        confirm = 0 <= self.confirm_button < len(buttons) and \
+            bool(buttons[self.confirm_button])
+        return bool(estop), bool(held), bool(confirm)
 
 
 #: Heartbeat states, most severe first (the first that applies is reported).

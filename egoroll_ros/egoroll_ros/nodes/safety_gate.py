@@ -45,12 +45,14 @@ from egoroll_ros.core.gate import (
 )
 from egoroll_ros.core.ik import IkParams
 from egoroll_ros.core.interlock import (
+    NOT_READY_CHECKS,
     Block,
     ChunkOutcome,
     Decision,
     Interlock,
-    InterlockConfig,
+    JoyMapping,
     Kind,
+    interlock_config_from_params,
 )
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
@@ -181,9 +183,6 @@ PARAMS = [
           max=60.0, read_only=True),
 ]
 
-# Violations that mean "the gate is not ready", not "the policy asked for something bad":
-# they reject and stop, but do not latch a fault under on_reject=hold.
-_NOT_READY = frozenset({'robot_model', 'joint_state'})
 _COLORS = {'accepted': (0.1, 0.9, 0.1), 'confirm': (1.0, 0.85, 0.0), 'rejected': (1.0, 0.1, 0.1)}
 
 
@@ -206,10 +205,8 @@ class SafetyGate(Node):
         # Recent joint_states (about 2.5 s at 100 Hz): chunks are checked against the state
         # their observation saw (core.gate.measured_at_observation).
         self._js_history: collections.deque = collections.deque(maxlen=256)
-        self.interlock = Interlock(InterlockConfig(
-            require_deadman=p['require_deadman'], deadman_threshold=p['deadman_threshold'],
-            joy_timeout=p['joy_timeout'], max_joint_state_age=p['max_joint_state_age'],
-            on_reject=p['on_reject'], confirm_timeout=p['confirm_timeout']))
+        self.interlock = Interlock(interlock_config_from_params(p))
+        self._joy_map = JoyMapping.from_params(p)
         self._goal_handle = None
         self._inflight: set[Any] = set()   # send_goal futures not answered yet
         self._heartbeats = 0
@@ -289,15 +286,8 @@ class SafetyGate(Node):
             self._js_history.append(js)
 
     def _on_joy(self, msg: Joy) -> None:
-        p = self.p
         now = time.monotonic()
-        estop = p['estop_button'] >= 0 and (
-            p['estop_button'] >= len(msg.buttons) or bool(msg.buttons[p['estop_button']]))
-        held = p['deadman_axis'] < len(msg.axes) and \
-            math.isfinite(msg.axes[p['deadman_axis']]) and \
-            msg.axes[p['deadman_axis']] > p['deadman_threshold']
-        confirm = 0 <= p['confirm_button'] < len(msg.buttons) and \
-            bool(msg.buttons[p['confirm_button']])
+        estop, held, confirm = self._joy_map.read(msg.axes, msg.buttons)
         with self._lock:
             decisions, rising = self.interlock.joy(now, estop, held, confirm)
             self._execute(decisions)
@@ -383,7 +373,7 @@ class SafetyGate(Node):
         with self._lock:
             for k, n in verdict.counts().items():
                 self._counts[k] = self._counts.get(k, 0) + n
-            real = [v for v in verdict.violations if v.check not in _NOT_READY]
+            real = [v for v in verdict.violations if v.check not in NOT_READY_CHECKS]
             out = self.interlock.chunk(
                 time.monotonic(), chunk, int(msg.sequence), shadow=bool(msg.shadow),
                 rejected=verdict.rejected, real_rejection=bool(real),

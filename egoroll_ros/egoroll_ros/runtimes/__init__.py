@@ -88,7 +88,8 @@ class RuntimeSpec:
 
 RUNTIMES = {
     'lerobot': RuntimeSpec('lerobot', _HERE / 'lerobot.lock', (3, 12), 8.0,
-                           'import lerobot, torch, lerobot.processor, lerobot.policies.factory'),
+                           'import lerobot, torch, lerobot.processor, lerobot.policies.factory, '
+                           'lerobot.datasets.lerobot_dataset'),
 }
 
 

@@ -8,6 +8,7 @@ policy_node (scripted_cartesian, config/policy_node_cartesian.yaml) -> safety_ga
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 import time
 
 import numpy as np
@@ -15,8 +16,10 @@ import pytest
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
+import yaml
 
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_ros.core.launch_graph import node_parameters
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.policies.scripted_cartesian import DEFAULTS, circle_positions
 from egoroll_ros.ros.convert import time_to_sec
@@ -89,6 +92,14 @@ def graph(ros_graph, launcher):
     return node, clients, verdicts, chunks, states
 
 
+def _shipped(node: str, name: str) -> np.ndarray:
+    from ament_index_python.packages import get_package_share_directory
+
+    share = get_package_share_directory('egoroll_ros')
+    data = yaml.safe_load(Path(f'{share}/config/{node}.yaml').read_text())
+    return np.array(node_parameters(data, node)[name])
+
+
 def _q(msg) -> np.ndarray:
     return np.array([msg.position[list(msg.name).index(j)] for j in DEMO_JOINTS])
 
@@ -131,14 +142,24 @@ def test_scripted_cartesian_policy_moves_tool0_along_its_circle_through_gate_ik(
         t_ret = time.monotonic()
         assert stop.success, stop.message
     # policy/stop through the real nodes: it returned once the gate had the executor's word,
-    # so every setpoint stamped after its return repeats the hold (setpoint stamps).
+    # so every setpoint stamped after its return is the shipped stop_behavior's jerk-limited
+    # deceleration from the running state (never the old trajectory): within
+    # max_acceleration, at rest within 0.2 s, then the same hold (setpoint stamps).
     assert 'holds' in stop.message, stop.message
     offset = time.time() - time.monotonic()
-    wait_until(lambda: any(time_to_sec(m.header.stamp) - offset > t_ret + 0.2
+    wait_until(lambda: any(time_to_sec(m.header.stamp) - offset > t_ret + 0.4
                            for m in graph_ns.commanded.snapshot()), 10.0, 'setpoints after')
-    after = [m for m in graph_ns.commanded.snapshot()
-             if time_to_sec(m.header.stamp) - offset > t_ret]
-    assert after and all(list(m.position) == list(after[0].position) for m in after)
+    sent = graph_ns.commanded.snapshot()
+    ts = np.array([time_to_sec(m.header.stamp) - offset for m in sent])
+    qs = np.array([_q(m) for m in sent])
+    rest = ts > t_ret + 0.2
+    assert rest.any() and np.all(qs[rest] == qs[rest][0])
+    tail = ts > t_ret - 0.1
+    t_tail, q_tail = ts[tail], qs[tail]
+    vel = np.diff(q_tail, axis=0) / np.diff(t_tail)[:, None]
+    acc = np.diff(vel, axis=0) / (0.5 * (t_tail[2:] - t_tail[:-2]))[:, None]
+    assert np.all(np.abs(acc) <= _shipped('trajectory_server', 'max_acceleration') *
+                  (1 + 1e-3)), np.abs(acc).max(axis=0)
     for v in live:
         assert v.accepted and v.forwarded, v.summary
         assert v.stage == GateVerdict.STAGE_JOINT

@@ -47,3 +47,23 @@ def test_summary_carries_the_seam_figures():
     summary = summarize(_log(True), 2.0)
     assert summary['seams']['seams'] == 19
     assert 'acceleration' in summary['seams'] and 'jerk' in summary['seams']
+
+
+def _stamped(ts, q):
+    log = DemoLog(joint_names=['a'])
+    for t, row in zip(ts, q, strict=True):
+        log.t_commanded.append(float(t))
+        log.stamp_commanded.append(1000.0 + float(t))
+        log.commanded.append([float(row)])
+    return log
+
+
+def test_a_missed_tick_does_not_read_as_jerk_beyond_what_was_commanded():
+    # q = J t^3 / 6 has jerk J everywhere; the executor skipped the ticks at 0.05 and 0.06 s
+    # (a missed deadline), so its stamps are 10 ms apart except one 30 ms gap.
+    jerk = 1000.0
+    ts = np.array([t for t in np.arange(0.0, 0.2, DT) if not 0.045 < t < 0.065])
+    fig = seam_figures(_stamped(ts, jerk * ts ** 3 / 6.0), acceleration_limits=[1000.0],
+                       jerk_limits=[jerk])
+    assert fig['jerk']['beyond_limits'] == 0
+    np.testing.assert_allclose(fig['jerk']['elsewhere']['max'], [jerk], rtol=1e-6)

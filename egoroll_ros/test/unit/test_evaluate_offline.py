@@ -65,6 +65,8 @@ def test_report_matches_hand_checked_expectations(setup, storage):
     assert rep['skipped']['count'] == 0 and rep['inference_errors'] == []
     d = rep['decisions']
     assert d['chunks'] == 11 and d['accepted'] == 11 and d['acceptance_rate'] == 1.0
+    # the deadman is held throughout: the interlock forwards every chunk
+    assert rep['interlock']['forwarded'] == 11 and rep['interlock']['stretches'] == []
     # the fake holds the measured state: point k misses the recording by VEL * (k+1) * DT on
     # each of the 7 arm joints and 0 on the gripper
     e = rep['action_error']
@@ -208,3 +210,70 @@ def test_two_runs_of_an_act_policy_give_identical_chunks_and_verdicts(tmp_path):
     assert two['comparison']['regressions'] == []
     a = _bag_contents(tmp_path / 'one' / 'evaluation')
     assert a == _bag_contents(tmp_path / 'two' / 'evaluation') and len(a) == 22
+
+
+def _joy_bag(path: Path, held, estop) -> None:
+    """A 1 s episode whose quest/joy (20 Hz) holds the deadman where ``held(t)`` and presses
+    the e-stop where ``estop(t)`` (t in s after the start)."""
+    from sensor_msgs.msg import Joy
+
+    msgs, _ = episode_messages(duration=1.0, joy_rate=20.0)
+    t0 = msgs[0][2]
+    out = []
+    for topic, mtype, t, msg in msgs:
+        if topic == '/quest/joy':
+            s = (t - t0) * 1e-9
+            msg = Joy(header=msg.header, axes=[0.0, 0.0, 0.0, 1.0 if held(s) else 0.0],
+                      buttons=[0, 1 if estop(s) else 0])
+        out.append((topic, mtype, t, msg))
+    write_messages(path, out)
+
+
+def test_the_interlock_runs_over_quest_joy(setup):
+    tmp, ck, cfg = setup
+    # deadman released 0.3-0.6 s; e-stop pressed at 0.9 s (released at 0.95, never reset)
+    _joy_bag(tmp / 'bag', held=lambda s: not 0.3 - 1e-6 < s < 0.6 - 1e-6,
+             estop=lambda s: abs(s - 0.9) < 1e-6)
+    rep = run(tmp, tmp / 'bag', cfg, ck, 'o')
+    # the checks accept every chunk; the interlock forwards those at 0.0-0.2 and 0.6-0.8 s
+    assert rep['decisions']['accepted'] == 11
+    assert [c['forwarded'] for c in rep['chunk_list']] == [True] * 3 + [False] * 3 + \
+        [True] * 3 + [False] * 2
+    assert [c['blocked_by'] for c in rep['chunk_list'][3:6]] == [['deadman']] * 3
+    assert all('estop' in c['blocked_by'] for c in rep['chunk_list'][9:])
+    il = rep['interlock']
+    assert il['simulated'] and il['forwarded'] == 6 and il['blocked_by_check'] == {
+        'deadman': 3, 'estop': 2}
+    rows = [(s['condition'], s['reason'], round(s['start'], 6), round(s['end'], 6), s['open'])
+            for s in il['stretches']]
+    assert rows == [('deadman', 'deadman released', 0.3, 0.6, False),
+                    ('estop', 'e-stop pressed', 0.9, 0.95, False),
+                    ('estop', 'e-stop latched (released; no safety/reset in a bag)', 0.95,
+                     1.0, True)]
+    # the output bag's verdicts say what the gate would have published
+    store = typestore()
+    with Reader(tmp / 'o' / 'evaluation') as reader:
+        verdicts = [store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()
+                    if c.topic == '/safety/verdict']
+    assert [v.forwarded for v in verdicts] == [c['forwarded'] for c in rep['chunk_list']]
+    assert [v.check for v in verdicts[4].violations] == ['deadman']
+    assert verdicts[4].stage == 'node'
+
+
+def test_a_bag_without_quest_joy_says_the_interlock_was_not_simulated(setup):
+    tmp, ck, cfg = setup
+    ep = write_episode(tmp / 'bag', 'mcap', duration=0.3)
+    rep = run(tmp, ep.path, cfg, ck, 'o', plots=False)
+    note = 'interlock not simulated: no /quest/joy in the bag'
+    assert rep['interlock'] == {'simulated': False, 'reason': note}
+    assert all(c['forwarded'] is None and c['interlock'] == note for c in rep['chunk_list'])
+    assert any(w.startswith(note) for w in rep['warnings'])
+    store = typestore()
+    with Reader(tmp / 'o' / 'evaluation') as reader:
+        verdicts = [store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()
+                    if c.topic == '/safety/verdict']
+    assert verdicts and all(v.summary.startswith(note) and not v.forwarded for v in verdicts)
+    res = _cli(str(ep.path), '--config', str(cfg), '--checkpoint', str(ck), '--urdf',
+               str(demo_urdf_path()), '--no-plots', '--out', str(tmp / 'cli'))
+    assert res.returncode == 0, res.stderr
+    assert f'warning: {note}' in res.stderr

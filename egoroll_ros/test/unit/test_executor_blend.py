@@ -116,3 +116,59 @@ def test_from_rest_the_first_chunk_starts_at_the_measured_position():
 def test_bad_blend_config_names_the_parameter(kw, name):
     with pytest.raises(ConfigError, match=name):
         _cfg(**kw)
+
+
+class LaggingRig(Rig):
+    """A robot that follows each setpoint with a first-order lag (as sim_robot does), so the
+    measured positions trail the commanded ones while moving and converge at rest."""
+
+    def run(self, seconds, fresh=True):
+        for _ in range(int(round(seconds / DT))):
+            self.t += DT
+            self.core.update_measured(self.q, None, self.t)
+            res = self.core.tick(self.t)
+            self.outcomes += res.outcomes
+            if res.setpoint is not None:
+                self.setpoints.append(res.setpoint)
+                self.q = self.q + 0.1 * (res.setpoint.positions - self.q)
+        return self
+
+
+@pytest.mark.parametrize('gap', [0.0, 0.05, 0.3])
+def test_a_chunk_after_the_last_one_ran_out_joins_the_commanded_hold_without_a_step(gap):
+    # The chunk runs out (inference slower than the chunk): the executor decelerates to a hold
+    # and the goal ends SUCCESSFUL while the lagging arm is still within goal_tolerance of it.
+    # The next chunk continues the command stream from the hold (or the deceleration still
+    # running), not from the lagging measured position: no position step.
+    rig = LaggingRig(**BLEND, goal_tolerance=(0.05, 0.05))
+    times, pos = _chunk(rig.t, rig.q, [0.5, -0.3], n=10)
+    rig.goal(times, pos, seq=1)
+    rig.run(0.5)
+    wait = 0
+    while rig.codes() != [(1, 'SUCCESSFUL')] and wait < 200:
+        rig.run(DT)
+        wait += 1
+    assert rig.codes() == [(1, 'SUCCESSFUL')] and rig.core.state == HOLDING
+    rig.run(gap)
+    assert np.any(np.abs(rig.q - rig.setpoints[-1].positions) > 1e-6)  # the arm still lags
+    times2, pos2 = _chunk(rig.t, rig.setpoints[-1].positions, [-0.2, 0.4], n=10)
+    rig.goal(times2, pos2, seq=2)
+    rig.run(0.3)
+    assert rig.core.active_sequence == 2 and rig.core.state == EXECUTING
+    _assert_within_limits(rig)
+
+
+def test_a_refused_chunk_after_the_last_one_ran_out_leaves_the_hold_unchanged():
+    rig = Rig(**BLEND, goal_tolerance=(0.05, 0.05))
+    times, pos = _chunk(rig.t, rig.q, [0.5, -0.3], n=10)
+    rig.goal(times, pos, seq=1)
+    rig.run(1.0)
+    assert rig.codes() == [(1, 'SUCCESSFUL')]
+    hold = rig.setpoints[-1].positions.copy()
+    # 1 rad away in 150 ms: no join within the limits.
+    rig.goal(np.array([0.15, 0.2]), hold + [[1.0, 0.0], [1.0, 0.0]], seq=2)
+    rig.run(0.2)
+    assert rig.codes()[-1] == (2, 'LIMIT_VIOLATED')
+    assert rig.core.state == HOLDING
+    np.testing.assert_array_equal(rig.setpoints[-1].positions, hold)
+    _assert_within_limits(rig)
