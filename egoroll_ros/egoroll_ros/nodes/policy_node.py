@@ -75,10 +75,12 @@ from egoroll_ros.ros.convert import (
 from egoroll_ros.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
-from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.ros.runner import run_node, wait_for, wake_executor
+from egoroll_ros.ros.takeover import PARAMS as TAKEOVER_PARAMS
+from egoroll_ros.ros.takeover import TakeoverHook
 
 _HEX64 = re.compile(r'^[0-9a-f]{64}$')
 
@@ -146,16 +148,16 @@ PARAMS = [
           min=0.1, max=1000.0, read_only=True),
     Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
           'how long its header stamp may stay put and its frame stay identical.',
-          min=0.001, max=60.0, read_only=True),
+          min=0.001, max=60.0, read_only=False),
     Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
           'its header stamp may stay put.', min=0.001,
-          max=60.0, read_only=True),
+          max=60.0, read_only=False),
     Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
-          min=0.001, max=60.0, read_only=True),
+          min=0.001, max=60.0, read_only=False),
     Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
           "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
           'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0,
-          read_only=True),
+          read_only=False),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
@@ -237,6 +239,8 @@ PARAMS = [
           'scale x dataset value.', read_only=True),
     Param('cartesian.convention.gripper_offset', float, 0.0, 'Gripper offset (m or rad).',
           read_only=True),
+    # Human takeover from the Quest (ros/takeover.py, docs/takeover.md).
+    *TAKEOVER_PARAMS,
 ]
 
 _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -248,6 +252,7 @@ class PolicyNode(LifecycleNode):
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
         self.p = declare_params(self, PARAMS)
+        watch_live(self, PARAMS, self.p, self._apply_live)
         self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
@@ -290,6 +295,9 @@ class PolicyNode(LifecycleNode):
             self.create_subscription(PoseStamped, name, self._pose_cb(name),
                                      qos_profile_sensor_data)
         self.chunk_pub = self.create_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
+        # Operator takeover: teleop chunks on policy/chunk, the policy in shadow meanwhile.
+        self.takeover = TakeoverHook(self, self.p, self.inputs, self.sm, self.chunk_pub.publish,
+                                     self.p['frame_id'])
         self.markers = ChunkMarkers(self, self.p['markers.frames'], self.p['urdf_path'])
         self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
         self._last_status: RolloutStatus | None = None
@@ -367,6 +375,20 @@ class PolicyNode(LifecycleNode):
             f'{[(f.camera, f.height, f.width) for f in meta.image_features]}')
         self.sm.configured()
         return TransitionCallbackReturn.SUCCESS
+
+    def _apply_live(self, changes: dict[str, Any]) -> None:
+        """``max_age.*`` and ``max_clock_offset`` set live: the next observation is judged
+        with them (the loaded policy's builder); a later configure reads them from ``p``."""
+        p = {**self.p, **changes}
+        builder = getattr(self, 'builder', None)
+        if builder is not None:
+            builder.set_limits(p['max_age.camera'], p['max_age.joint_states'],
+                               p['max_age.quest'], p['max_clock_offset'] or None)
+        if 'max_clock_offset' in changes and not changes['max_clock_offset']:
+            self.get_logger().warning("'max_clock_offset' set to 0: the clock offset of the "
+                                      'inputs is measured, not checked')
+        self.get_logger().info('set live: ' + ', '.join(f'{k}={v!r}'
+                                                        for k, v in sorted(changes.items())))
 
     def _load_policy(self) -> None:
         p = self.p
@@ -458,6 +480,7 @@ class PolicyNode(LifecycleNode):
         now = time.monotonic()
         self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now,
                         clock=self._clock_now())
+        self.takeover.on_joy(tuple(msg.buttons), now)
         b = self.p['quest.toggle_button']
         if b < 0:
             return
@@ -666,10 +689,17 @@ class PolicyNode(LifecycleNode):
             self.last_skip_reason = out
             return
         self.last_latency = latency = out.latency
-        msg = any_chunk_to_msg(self._aggregate(out.chunk), frame_id=self.p['frame_id'])
+        if self.takeover.core.active:
+            # The operator drives: the policy's raw prediction goes out as a shadow chunk (the
+            # recording holds what it would have done); aggregation restarts at the handback.
+            self.aggregator.reset()
+            msg = any_chunk_to_msg(out.chunk, frame_id=self.p['frame_id'])
+        else:
+            msg = any_chunk_to_msg(self._aggregate(out.chunk), frame_id=self.p['frame_id'])
 
         def publish(seq: int) -> int:
             msg.sequence = seq
+            msg.shadow = self.takeover.shadow(gen)   # under the rollout lock
             self.chunk_pub.publish(msg)
             return seq
 
@@ -753,6 +783,9 @@ class PolicyNode(LifecycleNode):
             detail = f'{detail}; last skip: {self.last_skip_reason}'
         if state is State.RUNNING and self.last_underrun:
             detail = f'{detail}; {self.last_underrun} ({self.aggregator.underruns} times)'
+        if self.takeover.core.active:
+            detail = f'{detail}; {self.takeover.detail or "operator takeover"} (the policy runs '\
+                'in shadow)'
         msg.detail = detail
         msg.policy_id = self.policy.metadata.fingerprint if self.policy is not None else ''
         msg.chunks_published = self.sm.chunks_published
@@ -762,6 +795,7 @@ class PolicyNode(LifecycleNode):
         msg.input_names = list(ages)
         msg.input_ages = [-1.0 if a is None else float(a) for a in ages.values()]
         self.status_pub.publish(msg)
+        self.takeover.publish_label()
         self._last_status = msg
 
     def _rollout_status(self) -> TaskStatus:
