@@ -155,6 +155,7 @@ class TakeoverHook:
                 msg = self.core.begin(self._sm.generation, self._sm.state is State.RUNNING,
                                       snapshot, measured, now)
                 self._needs_anchor = False
+                self.detail = ''
         except TakeoverError as exc:
             text = str(exc)
             if 'no robot model' in text:
