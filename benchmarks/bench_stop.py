@@ -80,7 +80,8 @@ class Bench:
             wait_publishers=['joint_states'])
         self.launcher.start('trajectory_server', 'trajectory_server', params=dict(
             joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
-            state_timeout=1.0, control_rate=rate, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            urdf_path=self.urdf, state_timeout=1.0, control_rate=rate,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             command_timeout=COMMAND_TIMEOUT, max_late_ticks=0, blend_time=0.05),
             wait_actions=['execute_trajectory'])
         self.gate = None

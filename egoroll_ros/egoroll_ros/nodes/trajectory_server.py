@@ -47,6 +47,7 @@ from egoroll_ros.core.executor import (
     source_error,
     validate_goal,
 )
+from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.trajectory import INTERPOLATIONS
 from egoroll_ros.errors import InputError, TrajectoryError
 from egoroll_ros.ros.convert import (
@@ -57,6 +58,7 @@ from egoroll_ros.ros.convert import (
 )
 from egoroll_ros.ros.diagnostics import OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.params import Param, declare_params, per_joint
+from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 #: GIL switch interval (s) set by ``main`` (Python's default is 5 ms).
@@ -91,12 +93,18 @@ PARAMS = [
           'others end SOURCE_REFUSED. The gate sends its node name. This stops mistakes, not '
           'attackers (use SROS2: docs/executor.md). Empty: any source (a warning is logged).',
           read_only=True),
+    Param('urdf_path', str, '', 'URDF file whose joint limits bound every setpoint (the '
+          "safety gate's; package:// allowed); empty: the robot_description topic.",
+          read_only=True),
     Param('position_lower', 'float[]', [], 'Per-joint lowest position any setpoint may have '
-          '(rad or m; the URDF limits, the same the gate checks with its margin); a setpoint '
-          'beyond aborts the goal LIMIT_VIOLATED and holds (never clamped). Empty with '
-          'position_upper: unchecked (a warning is logged).', read_only=True),
+          '(rad or m). Empty with position_upper: the URDF limits; given: they replace the '
+          "URDF's and must lie within them (a robot model they exceed is refused). A setpoint "
+          'beyond aborts the goal LIMIT_VIOLATED and holds (never clamped).', read_only=True),
     Param('position_upper', 'float[]', [], 'Per-joint highest position any setpoint may have '
-          '(rad or m).', read_only=True),
+          '(rad or m); see position_lower.', read_only=True),
+    Param('require_position_limits', bool, True, 'Refuse goals (NO_ROBOT_MODEL) while no '
+          'position limits are known (no robot model yet and no position_lower/_upper). '
+          'false: goals run unchecked meanwhile (a warning is logged).', read_only=True),
     Param('max_late_ticks', int, 50, 'Consecutive missed control deadlines that abort the goal '
           '(DEADLINE_MISSED) and hold; 0 = off (a warning is logged).', min=0, max=100000,
           read_only=True),
@@ -109,9 +117,10 @@ PARAMS = [
           'goal tolerance (s).', min=0.0, max=60.0, read_only=True),
     Param('max_velocity', 'float[]', None, 'Per-joint max setpoint speed (rad/s or m/s).',
           min=1e-6, read_only=True),
-    Param('max_acceleration', 'float[]', None, 'Per-joint deceleration for stop_behavior '
-          'decelerate (rad/s^2 or m/s^2); with seam blend also the bound of every setpoint.',
-          min=1e-6, read_only=True),
+    Param('max_acceleration', 'float[]', None, 'Per-joint max setpoint acceleration (rad/s^2 '
+          'or m/s^2): checked on the spliced trajectory before it runs and on every setpoint '
+          'sent (second divided difference; LIMIT_VIOLATED and hold, never clamped); also the '
+          'deceleration of stop_behavior decelerate.', min=1e-6, read_only=True),
     Param('stop_behavior', str, 'hold', 'On cancel or abort: hold the current setpoint, or '
           'decelerate at max_acceleration.', choices=STOP_BEHAVIORS, read_only=True),
     Param('idle_output', str, 'hold', 'When not executing: keep publishing the hold setpoint, '
@@ -173,7 +182,8 @@ class TrajectoryServer(Node):
             blend_time=p['blend_time'], seam=p['seam'], max_jerk=tuple(p['max_jerk']),
             max_blend_time=p['max_blend_time'], heartbeat_timeout=p['heartbeat_timeout'],
             max_late_ticks=p['max_late_ticks'], position_lower=tuple(p['position_lower']),
-            position_upper=tuple(p['position_upper']))
+            position_upper=tuple(p['position_upper']),
+            require_position_limits=p['require_position_limits'])
         self.interface = p['command_interface']
         self._order = command_order(joints, p['command_joints'])
         self._command_joints = [joints[i] for i in self._order]
@@ -211,10 +221,13 @@ class TrajectoryServer(Node):
                            ('heartbeat_timeout', 'the safety gate is not supervised: a dead '
                             'gate does not stop the arm'),
                            ('max_late_ticks', 'missed control deadlines only count'),
-                           ('position_lower', 'setpoints are not checked against position '
-                            'limits here (only by the gate)')):
+                           ('require_position_limits', 'setpoints go unchecked against '
+                            'position limits until a robot model arrives')):
             if not p[name]:
-                self.get_logger().warning(f"parameter '{name}' is 0 (off): {what}")
+                self.get_logger().warning(f"parameter '{name}' is {p[name]} (off): {what}")
+        self._model_source = p['urdf_path'] or 'robot_description'
+        self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
+                                          self._model_failed)
         self._action = ActionServer(
             self, ExecuteTrajectory, 'execute_trajectory',
             execute_callback=self._execute, goal_callback=lambda _goal: GoalResponse.ACCEPT,
@@ -244,6 +257,25 @@ class TrajectoryServer(Node):
         now = time.monotonic()
         with self._lock:
             self.core.update_heartbeat(now, msg.motion_allowed, msg.state)
+
+    def _set_model(self, model: RobotModel) -> None:
+        urdf = {name: (info.lower, info.upper) for name, info in model.joints.items()}
+        with self._lock:
+            self.core.set_urdf_limits(urdf, model.source, time.monotonic())
+            outcomes = self.core.take_outcomes()
+            problem = self.core.supervision_error(time.monotonic())
+        self._dispatch(outcomes)
+        if problem is not None and problem.code == 'NO_ROBOT_MODEL':
+            self.get_logger().error(f'{problem}; every goal is refused')
+        else:
+            self.get_logger().info(f'position limits from {self.core.limits_source}')
+
+    def _model_failed(self, error: str) -> None:
+        with self._lock:
+            self.core.set_urdf_limits(None, self._model_source, time.monotonic(), error)
+            outcomes = self.core.take_outcomes()
+        self._dispatch(outcomes)
+        self.get_logger().error(f'invalid robot model, every goal is refused: {error}')
 
     async def _execute(self, goal_handle) -> ExecuteTrajectory.Result:  # noqa: ANN001
         key = bytes(goal_handle.goal_id.uuid)
