@@ -197,16 +197,20 @@ class Bench:
         n = len(self.commanded.snapshot())
         self.commanded.wait_count(n + int(rng.integers(0, 8)), 10.0)
 
-    def rest_after(self, t0: float, quiet: float) -> tuple[float, float, bool]:
-        """(latency, distance, moved-after-t0) once setpoints were unchanged for ``quiet``."""
+    def rest_after(self, t0: float, quiet: float) -> tuple[float | None, float, bool]:
+        """(latency, distance, moved-after-t0) once setpoints were unchanged for ``quiet``;
+        latency None when nothing changed from 0.5 s before time zero on (the arm was already
+        at rest: on a loaded machine a late heartbeat can hold it before the kill)."""
         def settled():
             sp = self.setpoints(t0 - 0.5)
             last = max((sp[k][0] for k in range(1, len(sp)) if sp[k][1] != sp[k - 1][1]),
                        default=None)
-            if last is None or sp[-1][0] < max(last, t0) + quiet:
+            if sp[-1][0] < max(last if last is not None else t0, t0) + quiet:
                 return None
             return sp, last
         sp, last = wait_until(settled, 15.0, 'setpoints at rest', interval=0.005)
+        if last is None:
+            return None, 0.0, False
         before = [q for t, q in sp if t <= t0]
         q0 = before[-1] if before else sp[0][1]
         moved = any(sp[k][1] != sp[k - 1][1] for k in range(1, len(sp)) if sp[k][0] > t0)
@@ -274,16 +278,22 @@ def main(argv: list[str] | None = None) -> int:
                 for kind in args.kinds:
                     n = args.death_reps if kind.endswith('_death') else args.reps
                     lat, dist = [], []
+                    at_rest = 0
                     t_start = time.monotonic()
                     for _ in range(n):
                         latency, distance, moved = bench.rep(kind, rng)
+                        if latency is None:
+                            at_rest += 1
+                            continue
                         lat.append(latency * 1e3)
                         dist.append(distance * 1e3)
                         if kind == 'stop' and moved:
                             violations += 1
-                    rows.append((rate, kind, n, lat, dist, time.monotonic() - t_start))
-                    print(f'{rate:5.0f} Hz {kind:13s} n={n:4d}  latency ms: {_stats(lat)}   '
-                          f'distance mrad: {_stats(dist)}', flush=True)
+                    rows.append((rate, kind, len(lat), lat, dist, time.monotonic() - t_start))
+                    print(f'{rate:5.0f} Hz {kind:13s} n={len(lat):4d}  latency ms: '
+                          f'{_stats(lat)}   distance mrad: {_stats(dist)}'
+                          + (f'  ({at_rest} of {n} already at rest at time zero)'
+                             if at_rest else ''), flush=True)
             finally:
                 bench.close()
     print('\nstop latency = time zero -> last changing setpoint (setpoint stamps); distance = '
