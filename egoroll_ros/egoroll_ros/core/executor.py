@@ -283,11 +283,13 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Setpoint:
-    """One commanded setpoint (configured joint order) at steady-clock time ``time``."""
+    """One commanded setpoint (configured joint order) at steady-clock time ``time``, with the
+    acceleration of the followed motion there (None: at rest, zero)."""
 
     time: float
     positions: np.ndarray
     velocities: np.ndarray
+    accelerations: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -716,8 +718,8 @@ class ExecutorCore:
     def _sample(self, now: float) -> Setpoint | None:
         if self.motion is None:
             return None
-        q, v, _ = self.motion.sample(now)
-        sp = Setpoint(now, q, v)
+        q, v, a = self.motion.sample(now)
+        sp = Setpoint(now, q, v, a)
         if self._continuous and self._last is not None and self.state in (EXECUTING, STOPPING):
             dt = max(now - self._last.time, 0.0)
             bound = self._vmax * dt * (1.0 + STEP_SLACK) + 1e-12

@@ -17,6 +17,7 @@ from typing import Any
 from action_msgs.msg import GoalInfo
 from action_msgs.srv import CancelGoal
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+import numpy as np
 from rclpy.action import ActionClient
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
@@ -26,7 +27,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ActionChunk, GateVerdict, InterlockHeartbeat
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, InterlockHeartbeat
 from egoroll_ros.core.cartesian import (
     cartesian_config_from_params,
     check_cartesian,
@@ -35,10 +36,12 @@ from egoroll_ros.core.cartesian import (
 from egoroll_ros.core.gate import (
     OPTIONAL_CHECKS,
     WHOLE_CHUNK,
+    CommandedState,
     GateConfig,
     Verdict,
     Violation,
     check,
+    commanded_at_observation,
     config_from_params,
     measured_at_observation,
     prepare,
@@ -63,6 +66,7 @@ from egoroll_ros.ros.convert import (
     is_cartesian,
     joint_state_from_msg,
     sec_to_time,
+    time_to_sec,
     trajectory_to_msg,
     verdict_to_msg,
 )
@@ -205,6 +209,9 @@ class SafetyGate(Node):
         # Recent joint_states (about 2.5 s at 100 Hz): chunks are checked against the state
         # their observation saw (core.gate.measured_at_observation).
         self._js_history: collections.deque = collections.deque(maxlen=256)
+        # The executor's commanded states (executor/state, ~0.6 s at 100 Hz): the history of
+        # the acceleration and jerk checks (core.gate.commanded_at_observation).
+        self._cmd_history: collections.deque = collections.deque(maxlen=64)
         self.interlock = Interlock(interlock_config_from_params(p))
         self._joy_map = JoyMapping.from_params(p)
         self._goal_handle = None
@@ -234,6 +241,8 @@ class SafetyGate(Node):
             callback_group=self._action_group)
         self.create_subscription(JointState, 'joint_states', self._on_joint_state,
                                  qos_profile_sensor_data, callback_group=self._state_group)
+        self.create_subscription(ExecutorState, 'executor/state', self._on_executor_state,
+                                 10, callback_group=self._state_group)
         self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, reliable,
                                  callback_group=self._chunk_group)
         self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data,
@@ -292,6 +301,30 @@ class SafetyGate(Node):
             self._js = js
             self._js_history.append(js)
 
+    def _on_executor_state(self, msg: ExecutorState) -> None:
+        n = len(msg.joint_names)
+        if len(msg.velocities) != n or len(msg.accelerations) != n:
+            self._warn_once('cmd', 'ignoring malformed executor/state (array sizes differ '
+                            'from joint_names)')
+            return
+        cs = CommandedState(names=tuple(msg.joint_names),
+                            velocities=np.asarray(msg.velocities, dtype=float),
+                            accelerations=np.asarray(msg.accelerations, dtype=float),
+                            stamp=time_to_sec(msg.header.stamp), received=time.monotonic())
+        with self._lock:
+            self._cmd_history.append(cs)
+
+    def _commanded(self, stamp: float) -> CommandedState | None:
+        """The executor's commanded state at the observation ``stamp`` (caller holds the
+        lock), or None (warned once): acceleration and jerk then start from rest."""
+        cs = commanded_at_observation(self._cmd_history, stamp, time.monotonic(),
+                                      self.config.max_joint_state_age)
+        if cs is None:
+            self._warn_once('no_cmd', 'no fresh executor/state: chunk acceleration and jerk '
+                            'are checked from the measured position as if at rest, not from '
+                            "the executor's running motion")
+        return cs
+
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
         estop, held, confirm = self._joy_map.read(msg.axes, msg.buttons)
@@ -338,13 +371,15 @@ class SafetyGate(Node):
         with self._lock:
             model, model_error = self._model, self._model_error
             js = measured_at_observation(self._js_history, chunk.stamp)
+            cmd = self._commanded(chunk.stamp)
         if model is None:
             t0 = time.perf_counter()
             return Verdict([Violation('robot_model', '', WHOLE_CHUNK, math.nan, math.nan,
                                       f'robot_model: {model_error}')],
                            check_duration=time.perf_counter() - t0)
         now = self.get_clock().now().nanoseconds * 1e-9
-        return check(chunk, js, model, self.config, now=now, steady_now=time.monotonic())
+        return check(chunk, js, model, self.config, now=now, steady_now=time.monotonic(),
+                     commanded=cmd)
 
     def _on_cartesian_chunk(self, msg: ActionChunk) -> None:
         """Cartesian checks, IK, joint checks; the IK joint chunk is what may be forwarded."""
@@ -358,9 +393,10 @@ class SafetyGate(Node):
         with self._lock:
             model = self._model
             js = measured_at_observation(self._js_history, cchunk.stamp)
+            cmd = self._commanded(cchunk.stamp)
         now = self.get_clock().now().nanoseconds * 1e-9
         outcome = check_cartesian(cchunk, js, model, self.config, self.cartesian_config,
-                                  now=now, steady_now=time.monotonic())
+                                  now=now, steady_now=time.monotonic(), commanded=cmd)
         self._decide(msg, outcome.joint_chunk, outcome.verdict)
 
     def _on_chunk(self, msg: ActionChunk) -> None:
@@ -593,6 +629,8 @@ class SafetyGate(Node):
                       ('on_reject', self.p['on_reject']),
                       ('goal_active', str(il.goal_active)),
                       ('executor_ready', str(self._client.server_is_ready())),
+                      ('executor_state_age', 'never' if not self._cmd_history else
+                       f'{time.monotonic() - self._cmd_history[-1].received:.3f}'),
                       ('last_forwarded_sequence', str(il.last_forwarded)),
                       ('last_verdict', self._last_summary)]
             values += [(k, str(v)) for k, v in il.stats.items()]

@@ -17,7 +17,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
@@ -297,3 +297,33 @@ def test_robot_description_topic_provides_the_model(make_rig):
     pub.publish(String(data=URDF))
     wait_until(lambda: rig.gate._model is not None, 5.0, 'model from robot_description')
     assert rig.send(2).forwarded
+
+
+def test_chunks_are_checked_from_the_executors_reported_motion(rig):
+    # The executor reports (executor/state) that it commands pan at +1 rad/s. A chunk leaving
+    # the measured position at -1 rad/s is a straight line, fine alone; from the running
+    # motion it turns 2 rad/s round within one 50 ms point spacing: 40 rad/s^2 > 20.
+    pub = rig.tester.create_publisher(ExecutorState, 'executor/state', 10)
+    rig.graph.wait_for_subscribers(pub)
+    back = (-1.0, 0.0, 0.0, 0.0, 0.0)
+    assert rig.send(1, velocity=back, shadow=True).accepted      # no executor/state yet
+
+    def report(v_pan: float) -> None:
+        msg = ExecutorState(joint_names=ARM, positions=QM.tolist(),
+                            velocities=[v_pan, 0.0, 0.0, 0.0, 0.0], accelerations=[0.0] * 5,
+                            state='executing', active_sequence=1)
+        msg.header.stamp = rig.tester.get_clock().now().to_msg()
+        pub.publish(msg)
+
+    timer = rig.tester.create_timer(0.01, lambda: report(1.0))
+    try:
+        wait_until(lambda: len(rig.gate._cmd_history) > 2, 5.0, 'gate receives executor/state')
+        v = rig.send(2, velocity=back, shadow=True)
+        assert not v.accepted
+        assert {(x.check, x.subject, x.point_index) for x in v.violations} >= \
+            {('acceleration_limit', 'pan', -1)}
+        assert {x.check for x in v.violations} <= {'acceleration_limit', 'jerk_limit'}
+        # continuing the reported motion passes
+        assert rig.send(3, velocity=(1.0, 0.0, 0.0, 0.0, 0.0), shadow=True).accepted
+    finally:
+        rig.tester.destroy_timer(timer)
