@@ -162,8 +162,8 @@ def main() -> int:
     ap.add_argument('--sim-in-process', action='store_true',
                     help='run sim_robot in the benchmark process (default: its own process)')
     args = ap.parse_args()
-    os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 60))
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    from egoroll_ros.testing.domains import use_private_domain
+    use_private_domain()
     tmp = Path(tempfile.mkdtemp(prefix='bench_executor_'))
     sim = None if args.sim_in_process else start_sim_process(tmp)
     sys.setswitchinterval(ts.SWITCH_INTERVAL)  # as trajectory_server's main() does

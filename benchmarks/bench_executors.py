@@ -115,8 +115,8 @@ def main() -> int:
     if args.child:
         child(args.child, args.seconds)
         return 0
-    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    os.environ.setdefault('ROS_DOMAIN_ID', str(100 + os.getpid() % 100))
+    from egoroll_ros.testing.domains import use_private_domain
+    use_private_domain()
     load = [subprocess.Popen([sys.executable, '-c', 'while True: pass'])
             for _ in range(args.load)]
     results: dict[str, list[dict[str, float]]] = {'st': [], 'mt': []}

@@ -91,8 +91,8 @@ def preprocessing_comparison(reps: int = 50) -> tuple[float, float]:
 
 def main() -> int:
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
-    os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
-    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    from egoroll_ros.testing.domains import use_private_domain
+    use_private_domain()
     from rclpy.parameter import Parameter
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image, JointState

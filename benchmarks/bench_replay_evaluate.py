@@ -25,8 +25,9 @@ import subprocess
 import tempfile
 import time
 
-os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-os.environ.setdefault('ROS_DOMAIN_ID', str(60 + os.getpid() % 40))
+from egoroll_ros.testing.domains import use_private_domain  # noqa: E402
+
+use_private_domain()
 
 
 def _demo_policy(tmp: Path) -> tuple[Path, str]:

@@ -29,6 +29,7 @@ import tempfile
 import yaml
 
 from egoroll_ros.demo.run import DemoOptions, run_demo, share_dir
+from egoroll_ros.testing.domains import use_private_domain
 
 #: mode name -> per-node parameter overrides (trajectory_server.yaml ships seam: blend).
 MODES: dict[str, dict[str, dict]] = {
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--out', type=Path, default=None, help='keep the reports here')
     args = ap.parse_args(argv)
+    use_private_domain()     # never shared with another graph on this machine
     out_dir = args.out or Path(tempfile.mkdtemp(prefix='bench_seams-'))
     acc_lim, jerk_lim = executor_limits()
     rows = []

@@ -47,7 +47,7 @@ from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import ProcessLauncher, RosGraph, wait_until
-from egoroll_ros.testing.pytest_plugin import isolated_domain
+from egoroll_ros.testing.domains import isolated_domain
 
 ARM = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
        'wrist_pitch', 'wrist_roll', 'gripper']
@@ -80,7 +80,8 @@ class Bench:
             wait_publishers=['joint_states'])
         self.launcher.start('trajectory_server', 'trajectory_server', params=dict(
             joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
-            state_timeout=1.0, control_rate=rate, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+            urdf_path=self.urdf, state_timeout=1.0, control_rate=rate,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             command_timeout=COMMAND_TIMEOUT, max_late_ticks=0, blend_time=0.05),
             wait_actions=['execute_trajectory'])
         self.gate = None

@@ -33,14 +33,21 @@ from egoroll_ros.runtimes import RuntimeSetupError, RuntimeSpec, ensure_runtime 
 PACKAGES = ('egoroll_interfaces', 'egoroll_ros')
 TEST_LIST = ROOT / 'egoroll_ros' / 'test' / 'robot_half.txt'
 PROBE = 'import rclpy, numpy, pinocchio, cv2, yaml, rosbags, ruckig, colcon_core'
-#: name -> (lock file, Python version). Jazzy-like: Python 3.12 and numpy 1.26.4 (Ubuntu
-#: 24.04's). A Humble-like one (Python 3.10, numpy 1.21.5) is not here yet: every PyPI `pin`
-#: wheel declares numpy >= 1.26 (pin 2.6.21/2.7.0 through cmeel-boost 1.83) or >= 2.2 (pin >= 3.3),
-#: so no consistent lock exists (pip check fails), though pin 2.7.0 installed with --no-deps
-#: beside numpy 1.21.5 imports and runs forward kinematics.
+#: name -> (lock file, Python version, pip-check exemptions). Jazzy-like: Python 3.12 and
+#: numpy 1.26.4 (Ubuntu 24.04's). Humble-like: Python 3.10 and numpy 1.21.5 (Ubuntu 22.04's).
+#: No pin wheel on PyPI declares a numpy that old (pin 2.6/2.7 need cmeel-boost 1.83, which
+#: declares numpy~=1.26; pin >= 3.3 needs numpy >= 2.2), so the Humble lock takes pin 2.7.0 and
+#: its cmeel/eigenpy/hpp-fcl wheels as requirements-robot-nodeps.txt pins them (installed
+#: --no-deps, as every lock is); they run beside numpy 1.21.5 (the robot-half tests below are
+#: the proof). pip check is relaxed for exactly that one declared requirement.
 DISTROS = {
-    'jazzy': (ROOT / 'tools' / 'distros' / 'jazzy.lock', (3, 12)),
+    'jazzy': (ROOT / 'tools' / 'distros' / 'jazzy.lock', (3, 12), ()),
+    'humble': (ROOT / 'tools' / 'distros' / 'humble.lock', (3, 10),
+               (('cmeel-boost', 'numpy'),)),
 }
+ROBOT_REQUIREMENTS = ROOT / 'requirements-robot.txt'
+#: Installed after ROBOT_REQUIREMENTS with --no-deps (Pinocchio on Python < 3.12).
+ROBOT_NODEPS = ROOT / 'requirements-robot-nodeps.txt'
 STALE_PY = re.compile(r'/opt/python/cp3\d+-cp3\d+/include/python3\.\d+')
 STALE_NP = re.compile(r'/opt/python/cp3\d+-cp3\d+/lib/python3\.\d+/site-packages/numpy/'
                       r'(?:_core|core)/include')
@@ -146,23 +153,56 @@ def build(name: str, venv: Path) -> Path:
     return install
 
 
+def _pins(path: Path, python: tuple[int, int] | None = None) -> dict[str, str]:
+    """``name -> version`` of a file's ``name==version`` lines (canonical names); with
+    ``python``, only the lines whose ``python_version`` marker (if any) admits it."""
+    pins = {}
+    for raw in path.read_text().splitlines():
+        line = raw.split('#', 1)[0].strip()
+        if not line:
+            continue
+        req, _, marker = line.partition(';')
+        m = re.fullmatch(r'\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*(\S+)\s*', req)
+        if m is None:
+            raise DistroError(f'{path.name}: not a name==version pin: {raw.strip()}')
+        mk = re.fullmatch(r'\s*python_version\s*(<|>=)\s*"(\d+)\.(\d+)"\s*', marker)
+        if marker.strip() and mk is None:
+            raise DistroError(f'{path.name}: unsupported marker in: {raw.strip()}')
+        if python is not None and mk is not None:
+            bound = (int(mk[2]), int(mk[3]))
+            if (python < bound) != (mk[1] == '<'):
+                continue
+        pins[re.sub(r'[-_.]+', '-', m[1]).lower()] = m[2]
+    return pins
+
+
 def check_robot_requirements(name: str, py: Path) -> None:
-    """requirements-robot.txt is already satisfied by the distro's numpy/yaml/opencv: pip, with
-    no index to install from, must find nothing to install."""
-    proc = subprocess.run(
-        [str(py), '-m', 'pip', 'install', '--dry-run', '--no-index', '--disable-pip-version-check',
-         '-r', str(ROOT / 'requirements-robot.txt')], capture_output=True, text=True,
-        check=False, env=env_for(py.parent.parent, None))
-    if proc.returncode != 0 or 'Would install' in proc.stdout:
-        lines = (proc.stdout + proc.stderr).strip().splitlines() or ['(no output)']
-        raise DistroError(f'{name}: requirements-robot.txt would re-install packages the '
-                          f'distro brings: {lines[-1]}')
-    log(f'{name}: requirements-robot.txt satisfied by the environment (nothing to install)')
+    """requirements-robot.txt (and, --no-deps, requirements-robot-nodeps.txt) are already
+    satisfied by the distro's numpy/yaml/opencv: pip, with no index to install from, must find
+    nothing to install. The no-deps pins that apply to this Python are the lock's own."""
+    lock, python, _exempt = DISTROS[name]
+    locked = _pins(lock)
+    wrong = [f'{n}=={v} (lock: {locked.get(n, "absent")})'
+             for n, v in _pins(ROBOT_NODEPS, python).items() if locked.get(n) != v]
+    if wrong:
+        raise DistroError(f'{name}: {ROBOT_NODEPS.name} disagrees with {lock.name}: '
+                          f'{", ".join(wrong)}')
+    for req, extra in ((ROBOT_REQUIREMENTS, []), (ROBOT_NODEPS, ['--no-deps'])):
+        proc = subprocess.run(
+            [str(py), '-m', 'pip', 'install', '--dry-run', '--no-index',
+             '--disable-pip-version-check', *extra, '-r', str(req)], capture_output=True,
+            text=True, check=False, env=env_for(py.parent.parent, None))
+        if proc.returncode != 0 or 'Would install' in proc.stdout:
+            lines = (proc.stdout + proc.stderr).strip().splitlines() or ['(no output)']
+            raise DistroError(f'{name}: {req.name} would re-install packages the '
+                              f'distro brings: {lines[-1]}')
+    log(f'{name}: {ROBOT_REQUIREMENTS.name} and {ROBOT_NODEPS.name} satisfied by the '
+        'environment (nothing to install)')
 
 
 def run_distro(name: str, pytest_args: list[str]) -> None:
-    lock, python = DISTROS[name]
-    spec = RuntimeSpec(f'distro-{name}', lock, python, 3.0, PROBE)
+    lock, python, exempt = DISTROS[name]
+    spec = RuntimeSpec(f'distro-{name}', lock, python, 3.0, PROBE, exempt)
     t0 = time.monotonic()
     py = ensure_runtime(spec, log=lambda m: log(f'{name}: {m}'))
     venv = py.parent.parent

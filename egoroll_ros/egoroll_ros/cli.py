@@ -85,10 +85,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help='only locate it: exit 2 with the reason when it is not built')
     rt.set_defaults(func=_cmd_runtime)
 
-    from egoroll_ros.bag.cli import add_evaluate_parser, add_record_parser, add_replay_parser
+    from egoroll_ros.bag.cli import (
+        add_evaluate_parser,
+        add_export_parser,
+        add_record_parser,
+        add_replay_parser,
+    )
     add_replay_parser(sub)
     add_evaluate_parser(sub)
     add_record_parser(sub)
+    add_export_parser(sub)
     return parser
 
 

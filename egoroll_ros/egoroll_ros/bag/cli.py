@@ -1,6 +1,5 @@
-"""The ``replay`` and ``evaluate`` subcommands of ``egoroll`` (parsers and runners).
-
-``egoroll_ros.cli`` adds them with :func:`add_replay_parser` and :func:`add_evaluate_parser`.
+"""The ``replay``, ``evaluate``, ``record`` and ``export`` subcommands of ``egoroll``
+(parsers and runners). ``egoroll_ros.cli`` adds them with the ``add_*_parser`` functions.
 Errors are :class:`~egoroll_ros.errors.EgorollError`, which the ``egoroll`` entry point prints
 as one line with exit status 2.
 """
@@ -108,6 +107,59 @@ def add_record_parser(sub: Any) -> argparse.ArgumentParser:
                    help='more topics to record (e.g. /safety/interlock:std_msgs/msg/String)')
     p.set_defaults(func=run_record)
     return p
+
+
+def add_export_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add ``egoroll export`` to the subparsers ``sub``."""
+    p = sub.add_parser(
+        'export', help='convert recorded episodes to a LeRobot dataset',
+        description='Convert episode bags written by egoroll record to one LeRobot dataset '
+        "with LeRobot's own writer (in the managed LeRobot runtime: egoroll runtime lerobot). "
+        'Features: observation.state and action (the configured joints: joint_states and '
+        'executor/commanded), observation.images.<camera>, intervention (from '
+        'policy/intervention, std_msgs/Bool; all false without it), next.done, next.success '
+        "(the operator's mark). One frame per frame of the first camera; fps measured from "
+        'its header stamps (an irregular rate is refused). Exit status 2, with one line saying '
+        'what is wrong, on a bag that is not an egoroll episode, a missing topic, joint names '
+        'that differ from the configuration, an irregular rate, or an existing --out.')
+    p.add_argument('bags', type=Path, nargs='+', metavar='BAG',
+                   help='episode bags (rosbag2 directories or .mcap files), one episode each')
+    p.add_argument('--out', type=Path, required=True,
+                   help='dataset directory to create (must not exist, or be empty)')
+    p.add_argument('--config', type=Path, default=None,
+                   help='policy_node parameters YAML (joints, cameras.*, max_age.*; default: '
+                   'the one stored in each episode)')
+    p.add_argument('--namespace', default='',
+                   help='namespace of the recorded topics (relative names are put under it)')
+    p.add_argument('--task', default='egoroll rollout',
+                   help="the task text of every frame (LeRobot's task; default "
+                   "'egoroll rollout')")
+    p.add_argument('--repo-id', default='',
+                   help="the dataset's repo_id (default egoroll/<out directory name>)")
+    p.add_argument('--video', action='store_true',
+                   help="store cameras as video with LeRobot's default codec (lossy); default: "
+                   'images, lossless PNG')
+    p.add_argument('--max-action-age', type=float, default=0.1, metavar='S',
+                   help='oldest executor/commanded setpoint a frame may take its action from '
+                   '(default 0.1 s)')
+    p.add_argument('--python', default=None,
+                   help="interpreter with LeRobot's dataset extra (default: the managed "
+                   'LeRobot runtime)')
+    p.set_defaults(func=run_export)
+    return p
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Run ``egoroll export``; 0 when the dataset was written."""
+    from egoroll_ros.bag.export import ExportOptions, main_export
+
+    if not args.max_action_age > 0:
+        from egoroll_ros.errors import ConfigError
+        raise ConfigError(f'--max-action-age must be positive, got {args.max_action_age}')
+    return main_export(ExportOptions(
+        bags=list(args.bags), out=args.out, config=args.config, namespace=args.namespace,
+        task=args.task, repo_id=args.repo_id, video=args.video,
+        max_action_age=args.max_action_age, python=args.python))
 
 
 def run_record(args: argparse.Namespace) -> int:

@@ -59,8 +59,15 @@ from egoroll_ros.bag.report import (
     plot_chunks,
     plot_rejections,
 )
-from egoroll_ros.core.cartesian import cartesian_config_from_params
-from egoroll_ros.core.gate import WHOLE_CHUNK, Violation, check, config_from_params
+from egoroll_ros.core.cartesian import CartesianConfig, cartesian_config_from_params
+from egoroll_ros.core.gate import (
+    WHOLE_CHUNK,
+    GateConfig,
+    Verdict,
+    Violation,
+    check,
+    config_from_params,
+)
 from egoroll_ros.core.gate import prepare as prepare_limits
 from egoroll_ros.core.inference import (
     setup_from_params,
@@ -188,6 +195,26 @@ def _robot_model(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
                       "the bag, or set 'urdf_path' in the gate configuration")
 
 
+@dataclass
+class _Prepared:
+    """Everything :func:`evaluate` loaded and checked before stepping through the bag."""
+
+    opts: EvaluateOptions
+    p: dict[str, Any]               # policy_node parameters
+    gp: dict[str, Any]              # safety_gate parameters
+    setup: Any                      # core.inference.PolicySetup
+    loaded: Any                     # policies.loading.LoadedPolicy
+    gate: GateConfig
+    cartesian: CartesianConfig
+    model: RobotModel
+    model_source: str
+    gate_path: Path
+    policy_path: str
+    warnings: list[str]
+    baseline: dict[str, Any] | None
+    out_bag: Path
+
+
 def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the evaluation and write the output bag, ``report.json`` and the plots.
 
@@ -199,11 +226,27 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
         BagError, ConfigError, CheckpointError, RobotModelError: bad inputs, each naming what
         was wrong.
     """
+    BagReader(opts.bag).close()     # a bad bag is named before anything else
+    with BagReader(opts.bag) as bag:
+        decode = _Decoder()
+        prep = _prepare(opts, bag, decode, log)
+        try:
+            run = _Episode(prep, bag, decode, log)
+            run.step_through()
+            report = _report(prep, bag, run)
+        finally:
+            prep.loaded.policy.close()
+    (opts.out_dir / 'report.json').write_text(json.dumps(report, indent=2) + '\n')
+    return report
+
+
+def _prepare(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
+             log: Callable[[str], None]) -> _Prepared:
+    """Read both configurations, the robot model and the policy (bad input: typed errors)."""
     from egoroll_ros.nodes.policy_node import PARAMS as POLICY_PARAMS
     from egoroll_ros.nodes.safety_gate import PARAMS as GATE_PARAMS
     from egoroll_ros.ros.params import params_from_yaml
 
-    BagReader(opts.bag).close()     # a bad bag is named before anything else
     baseline = load_report(opts.baseline) if opts.baseline is not None else None
     overrides: dict[str, Any] = {}
     if opts.checkpoint is not None:
@@ -215,30 +258,24 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
     default_gate = 'safety_gate_cartesian.yaml' if setup.cartesian else 'safety_gate.yaml'
     gate_path = opts.gate_config or _share() / 'config' / default_gate
     gp = params_from_yaml(gate_path, 'safety_gate', GATE_PARAMS)
-    gate_cfg = (config_from_params(gp), cartesian_config_from_params(gp))
+    gate, cart = config_from_params(gp), cartesian_config_from_params(gp)
     out_bag = opts.out_dir / 'evaluation'
     if out_bag.exists():
         raise BagError(f'{out_bag} already exists; choose a new --out directory')
-
-    with BagReader(opts.bag) as bag:
-        decode = _Decoder()
-        model, model_source = _robot_model(opts, bag, decode, gp['urdf_path'])
-        prepare_limits(model, gate_cfg[0])  # ConfigError: the gate config does not fit the model
-        if setup.cartesian is not None and not setup.cartesian.urdf_path:
-            # As the node takes robot_description when urdf_path is empty: the gate's model
-            # (--urdf, the bag's robot_description or the gate's urdf_path) serves the policy.
-            setup = replace(setup, cartesian=replace(setup.cartesian, urdf_text=model.urdf))
-            log(f'policy URDF: {model_source} (no urdf_path in the policy configuration)')
-        _deterministic(p['policy.num_threads'])
-        path = p['policy.path'] or str(_share() / 'policies' / 'demo')
-        warnings: list[str] = []
-        loaded = load_policy(p, setup, path, sys.executable, warnings.append,
-                             prepare=prepare_image)   # the node's decoding, as live
-        try:
-            return _run(opts, bag, decode, p, setup, loaded, gate_cfg, gp, model,
-                        model_source, gate_path, path, warnings, baseline, out_bag, log)
-        finally:
-            loaded.policy.close()
+    model, model_source = _robot_model(opts, bag, decode, gp['urdf_path'])
+    prepare_limits(model, gate)     # ConfigError: the gate config does not fit the model
+    if setup.cartesian is not None and not setup.cartesian.urdf_path:
+        # As the node takes robot_description when urdf_path is empty: the gate's model
+        # (--urdf, the bag's robot_description or the gate's urdf_path) serves the policy.
+        setup = replace(setup, cartesian=replace(setup.cartesian, urdf_text=model.urdf))
+        log(f'policy URDF: {model_source} (no urdf_path in the policy configuration)')
+    _deterministic(p['policy.num_threads'])
+    path = p['policy.path'] or str(_share() / 'policies' / 'demo')
+    warnings: list[str] = []
+    loaded = load_policy(p, setup, path, sys.executable, warnings.append,
+                         prepare=prepare_image)   # the node's decoding, as live
+    return _Prepared(opts, p, gp, setup, loaded, gate, cart, model, model_source, gate_path,
+                     path, warnings, baseline, out_bag)
 
 
 def _needs(setup: Any, builder: Any, ns: str) -> dict[str, tuple[str, str]]:
@@ -287,252 +324,297 @@ def _require_joints(bag: BagReader, decode: _Decoder, topic: str, joints: Any,
                        f"{', '.join(names) or 'no decodable message'}")
 
 
-def _run(opts: EvaluateOptions, bag: BagReader, decode: _Decoder, p: dict[str, Any],
-         setup: Any, loaded: Any, gate_cfgs: Any, gp: dict[str, Any], model: RobotModel,
-         model_source: str, gate_path: Path, policy_path: str, warnings: list[str],
-         baseline: dict[str, Any] | None, out_bag: Path, log: Callable[[str], None]
-         ) -> dict[str, Any]:
-    from rosbags.rosbag2 import StoragePlugin, Writer
+class _OutputBag:
+    """The evaluation bag: ``/policy/chunk`` and ``/safety/verdict`` at the chunk's bag time,
+    serialized by rosbags."""
 
-    from egoroll_ros.ros import convert
-    from egoroll_ros.ros.bagio import typestore
+    def __init__(self, path: Path) -> None:
+        from rosbags.rosbag2 import StoragePlugin, Writer
 
-    policy, builder, space = loaded.policy, loaded.builder, loaded.space
-    runtime = loaded.cartesian  # the report adds Cartesian errors
-    gate_cfg, cart_cfg = gate_cfgs
-    needs = _needs(setup, builder, opts.namespace)
-    bag.require({topic: [mtype] for topic, mtype in needs.values()})
-    _require_joints(bag, decode, needs[JOINT_STATES][0], setup.joints)
-    by_topic = {topic: name for name, (topic, _) in needs.items()}
-    joy_topic = absolute('quest/joy', opts.namespace)
-    sim: OfflineInterlock | None = None
-    if joy_topic in bag.info.topics:
-        bag.require({joy_topic: ['sensor_msgs/msg/Joy']})
+        from egoroll_ros.ros.bagio import typestore
+
+        self._store = typestore()
+        self._writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
+        self._writer.open()
+        self._chunk = self._writer.add_connection(
+            CHUNK_TOPIC, 'egoroll_interfaces/msg/ActionChunk', typestore=self._store)
+        self._verdict = self._writer.add_connection(
+            VERDICT_TOPIC, 'egoroll_interfaces/msg/GateVerdict', typestore=self._store)
+
+    def write(self, t_ns: int, chunk_msg: Any, verdict_msg: Any) -> None:
+        """Log one chunk and its verdict at ``t_ns``."""
+        for conn, msg in ((self._chunk, chunk_msg), (self._verdict, verdict_msg)):
+            self._writer.write(conn, t_ns, self._store.serialize_cdr(
+                to_rosbags(msg, self._store), conn.msgtype))
+
+    def close(self) -> None:
+        """Finish the bag."""
+        self._writer.close()
+
+
+class _Episode:
+    """One pass through the bag: inputs into the policy node's LatestInputs, a query every
+    ``1/query_frequency`` s, each chunk checked by the gate and offered to the interlock."""
+
+    def __init__(self, prep: _Prepared, bag: BagReader, decode: _Decoder,
+                 log: Callable[[str], None]) -> None:
+        self.prep, self.bag, self.decode = prep, bag, decode
+        ns = prep.opts.namespace
+        self.needs = _needs(prep.setup, prep.loaded.builder, ns)
+        bag.require({topic: [mtype] for topic, mtype in self.needs.values()})
+        _require_joints(bag, decode, self.needs[JOINT_STATES][0], prep.setup.joints)
+        self.by_topic = {topic: name for name, (topic, _) in self.needs.items()}
+        self.inputs = LatestInputs(list(self.needs))
+        self.rec_t: list[float] = []
+        self.rec_q: list[np.ndarray] = []
+        self.skipped: dict[str, int] = {}
+        self.malformed: dict[str, int] = {}
+        self.inference_errors: list[str] = []
+        self.records: list[ChunkRecord] = []
+        self.queries = 0
+        self.stretches = StaleStretches()
+        self.wall = 0.0
+        self.joy_topic = absolute('quest/joy', ns)
+        self.interlock = self._offline_interlock(log)
+
+    # ---- setup -----------------------------------------------------------------------------
+    def _offline_interlock(self, log: Callable[[str], None]) -> OfflineInterlock | None:
+        """The gate's interlock over the bag's quest/joy; None (said in a warning) without."""
+        prep = self.prep
+        if self.joy_topic not in self.bag.info.topics:
+            note = not_simulated(self.joy_topic)
+            prep.warnings.append(f'{note}: verdicts do not include deadman, e-stop or '
+                                 'confirmation, and no chunk is known to have been forwarded')
+            log(f'warning: {prep.warnings[-1]}')
+            return None
+        self.bag.require({self.joy_topic: ['sensor_msgs/msg/Joy']})
 
         def recheck(chunk: Any, now: float) -> bool:
-            js = inputs.get(JOINT_STATES)
-            return check(chunk, None if js is None else js.value, model, gate_cfg, now=now,
-                         steady_now=now).rejected
+            js = self.inputs.get(JOINT_STATES)
+            return check(chunk, None if js is None else js.value, prep.model, prep.gate,
+                         now=now, steady_now=now).rejected
 
-        sim = OfflineInterlock(interlock_config_from_params(gp), JoyMapping.from_params(gp),
-                               gp['watchdog_period'], bag.info.start_ns * 1e-9, recheck)
-    else:
-        note = not_simulated(joy_topic)
-        warnings.append(f'{note}: verdicts do not include deadman, e-stop or confirmation, '
-                        'and no chunk is known to have been forwarded')
-        log(f'warning: {warnings[-1]}')
-    meta = policy.metadata
-    joints = setup.joints
-    inputs = LatestInputs(list(needs))
-    period_ns = int(round(1e9 / p['query_frequency']))
-    rec_t: list[float] = []
-    rec_q: list[np.ndarray] = []
-    skipped: dict[str, int] = {}
-    malformed: dict[str, int] = {}
-    inference_errors: list[str] = []
-    records: list[ChunkRecord] = []
-    queries = 0
-    stretches = StaleStretches()
-    next_q: int | None = None
-    t_start = time.perf_counter()
-    opts.out_dir.mkdir(parents=True, exist_ok=True)
-    store = typestore()
-    writer = Writer(out_bag, version=9, storage_plugin=StoragePlugin.MCAP)
-    writer.open()
-    conn_chunk = writer.add_connection(CHUNK_TOPIC, 'egoroll_interfaces/msg/ActionChunk',
-                                       typestore=store)
-    conn_verdict = writer.add_connection(VERDICT_TOPIC, 'egoroll_interfaces/msg/GateVerdict',
-                                         typestore=store)
+        return OfflineInterlock(interlock_config_from_params(prep.gp),
+                                JoyMapping.from_params(prep.gp), prep.gp['watchdog_period'],
+                                self.bag.info.start_ns * 1e-9, recheck)
 
-    def put(name: str, mtype: str, t_ns: int, raw: bytes) -> None:
-        # As the node's callbacks do, with the bag receive time as both the steady time and
-        # the clock the header stamps are compared with.
+    # ---- the loop --------------------------------------------------------------------------
+    def step_through(self) -> None:
+        """Every message in receive-time order, with the queries due in between."""
+        prep = self.prep
+        period_ns = int(round(1e9 / prep.p['query_frequency']))
+        required = set(prep.loaded.builder.max_ages)
+        topics = list(self.by_topic)
+        if self.interlock is not None and self.joy_topic not in self.by_topic:
+            topics.append(self.joy_topic)
+        prep.opts.out_dir.mkdir(parents=True, exist_ok=True)
+        t_start = time.perf_counter()
+        self.out = _OutputBag(prep.out_bag)
+        next_q: int | None = None
+        last_ns = self.bag.info.start_ns
+        try:
+            prep.loaded.policy.reset()
+            for topic, mtype, t_ns, raw in self.bag.messages(topics):
+                while next_q is not None and next_q < t_ns:
+                    self._query(next_q)
+                    next_q += period_ns
+                if topic == self.joy_topic and self.interlock is not None:
+                    self._joy(mtype, t_ns, raw)
+                if topic in self.by_topic:
+                    self._put(self.by_topic[topic], topic, mtype, t_ns, raw)
+                last_ns = t_ns
+                if next_q is None and required <= set(self.inputs.snapshot()):
+                    next_q = t_ns
+            while next_q is not None and next_q <= last_ns:
+                self._query(next_q)
+                next_q += period_ns
+        finally:
+            self.out.close()
+        self.wall = time.perf_counter() - t_start
+        if self.interlock is not None:
+            self.interlock.finish(self.bag.info.end_ns * 1e-9)
+
+    def _count(self, table: dict[str, int], key: str) -> None:
+        key = key[:160]
+        table[key] = table.get(key, 0) + 1
+
+    def _put(self, name: str, topic: str, mtype: str, t_ns: int, raw: bytes) -> None:
+        """As the node's callbacks do, with the bag receive time as both the steady time and
+        the clock the header stamps are compared with."""
+        from egoroll_ros.ros import convert
+
         now = t_ns * 1e-9
         try:
-            msg = decode(mtype, raw, by_topic_rev[name])
+            msg = self.decode(mtype, raw, topic)
             if name.startswith('camera/'):
-                put_camera(inputs, name, msg, convert.time_to_sec(msg.header.stamp), now, now)
+                put_camera(self.inputs, name, msg, convert.time_to_sec(msg.header.stamp), now,
+                           now)
             elif name == JOINT_STATES:
                 js = convert.joint_state_from_msg(msg, now)
-                inputs.put(name, js, js.stamp, now, clock=now)
-                if sim is not None:
-                    sim.joint_state(now)
-                q = js.ordered(joints)
+                self.inputs.put(name, js, js.stamp, now, clock=now)
+                if self.interlock is not None:
+                    self.interlock.joint_state(now)
+                q = js.ordered(self.prep.setup.joints)
                 if q is not None:
-                    rec_t.append(now)
-                    rec_q.append(q)
+                    self.rec_t.append(now)
+                    self.rec_q.append(q)
             elif name == QUEST_JOY:
-                inputs.put(name, convert.joy_from_msg(msg), convert.time_to_sec(
+                self.inputs.put(name, convert.joy_from_msg(msg), convert.time_to_sec(
                     msg.header.stamp), now, clock=now)
             else:
-                inputs.put(name, convert.pose_from_msg(msg),
-                           convert.time_to_sec(msg.header.stamp), now, clock=now)
+                self.inputs.put(name, convert.pose_from_msg(msg),
+                                convert.time_to_sec(msg.header.stamp), now, clock=now)
         except (InputError, TrajectoryError) as exc:
-            malformed[f'{name}: {exc}'[:160]] = malformed.get(f'{name}: {exc}'[:160], 0) + 1
+            self._count(self.malformed, f'{name}: {exc}')
 
-    by_topic_rev = {name: topic for topic, name in by_topic.items()}
-
-    def feed_joy(mtype: str, t_ns: int, raw: bytes) -> None:
+    def _joy(self, mtype: str, t_ns: int, raw: bytes) -> None:
         try:
-            msg = decode(mtype, raw, joy_topic)
+            msg = self.decode(mtype, raw, self.joy_topic)
         except InputError as exc:
-            key = f'{joy_topic} (interlock): {exc}'[:160]
-            malformed[key] = malformed.get(key, 0) + 1
+            self._count(self.malformed, f'{self.joy_topic} (interlock): {exc}')
             return
-        sim.joy(t_ns * 1e-9, msg.axes, msg.buttons)
+        self.interlock.joy(t_ns * 1e-9, msg.axes, msg.buttons)
 
-    def query(t_ns: int) -> None:
-        nonlocal queries
-        queries += 1
+    def _query(self, t_ns: int) -> None:
+        prep, space = self.prep, self.prep.loaded.space
+        self.queries += 1
         now = t_ns * 1e-9
         try:
-            step = rollout_step(builder, inputs, space, now, now, sequence=len(records) + 1)
+            step = rollout_step(prep.loaded.builder, self.inputs, space, now, now,
+                                sequence=len(self.records) + 1)
         except StaleInputError as exc:
-            stretches.update(exc.stale, now)
-            key = 'stale input: ' + ', '.join(f'{s.name} {s.reason}' for s in exc.stale)
-            skipped[key] = skipped.get(key, 0) + 1
+            self.stretches.update(exc.stale, now)
+            self._count(self.skipped, 'stale input: ' + ', '.join(
+                f'{s.name} {s.reason}' for s in exc.stale))
             return
         except InputError as exc:
-            stretches.update([], now)
-            key = f'input error: {exc}'[:160]
-            skipped[key] = skipped.get(key, 0) + 1
+            self.stretches.update([], now)
+            self._count(self.skipped, f'input error: {exc}')
             return
         except PolicyError as exc:
-            stretches.update([], now)
-            inference_errors.append(f't={now - bag.info.start_ns * 1e-9:.3f}s: {exc}')
+            self.stretches.update([], now)
+            self.inference_errors.append(
+                f't={now - self.bag.info.start_ns * 1e-9:.3f}s: {exc}')
             return
-        stretches.update([], now)
-        latency, chunk = step.latency, step.chunk
-        js = inputs.get(JOINT_STATES)
-        outcome = space.check(chunk, js.value if js is not None else None, model, gate_cfg,
-                              cart_cfg, now, now)
-        verdict, positions = outcome.verdict, outcome.joint_positions
-        cart = space.ee_targets(step.output)
-        chunk_msg = convert.any_chunk_to_msg(chunk)
+        self.stretches.update([], now)
+        chunk = step.chunk
+        js = self.inputs.get(JOINT_STATES)
+        outcome = space.check(chunk, js.value if js is not None else None, prep.model,
+                              prep.gate, prep.cartesian, now, now)
+        verdict = outcome.verdict
+        self._publish(t_ns, chunk, verdict, outcome.joint_chunk)
+        self.records.append(ChunkRecord(
+            chunk.sequence, now, np.asarray(space.meta.point_times()),
+            None if outcome.joint_positions is None else np.asarray(outcome.joint_positions),
+            step.latency, verdict.accepted, verdict.needs_confirmation,
+            tuple((v.check, v.subject, v.point_index) for v in verdict.violations),
+            verdict.summary, space.ee_targets(step.output)))
+
+    def _publish(self, t_ns: int, chunk: Any, verdict: Verdict, joint_chunk: Any) -> None:
+        """Offer the chunk to the interlock and log it with the verdict the gate would
+        publish (the interlock's blocks as node-stage violations)."""
+        from egoroll_ros.ros import convert
+
+        now = t_ns * 1e-9
         published, forwarded, note = verdict, False, ''
-        if sim is not None:
-            out = sim.chunk(now, outcome.joint_chunk, chunk.sequence,
-                            [v.check for v in verdict.violations], verdict.rejected,
-                            verdict.needs_confirmation)
+        if self.interlock is not None:
+            out = self.interlock.chunk(now, joint_chunk, chunk.sequence,
+                                       [v.check for v in verdict.violations],
+                                       verdict.rejected, verdict.needs_confirmation)
             forwarded = out.forwarded
-            if out.blocks:      # as the gate publishes it: the blocks are node-stage violations
+            if out.blocks:
                 published = replace(verdict, stage='node', violations=list(
                     verdict.violations) + [Violation(b.check, '', WHOLE_CHUNK, b.value,
                                                      b.limit, b.message) for b in out.blocks])
         else:
-            note = not_simulated(joy_topic) + ': '
-        verdict_msg = convert.verdict_to_msg(published, chunk_msg, convert.sec_to_time(now),
-                                             forwarded, note)
-        for conn, msg in ((conn_chunk, chunk_msg), (conn_verdict, verdict_msg)):
-            writer.write(conn, t_ns, store.serialize_cdr(to_rosbags(msg, store), conn.msgtype))
-        records.append(ChunkRecord(
-            chunk.sequence, now, np.asarray(meta.point_times()),
-            None if positions is None else np.asarray(positions),
-            latency, verdict.accepted, verdict.needs_confirmation,
-            tuple((v.check, v.subject, v.point_index) for v in verdict.violations),
-            verdict.summary, cart))
+            note = not_simulated(self.joy_topic) + ': '
+        chunk_msg = convert.any_chunk_to_msg(chunk)
+        self.out.write(t_ns, chunk_msg, convert.verdict_to_msg(
+            published, chunk_msg, convert.sec_to_time(now), forwarded, note))
 
-    try:
-        policy.reset()
-        required = set(builder.max_ages)
-        last_ns = bag.info.start_ns
-        topics = list(by_topic) + ([joy_topic] if sim is not None and joy_topic not in by_topic
-                                   else [])
-        for topic, mtype, t_ns, raw in bag.messages(topics):
-            while next_q is not None and next_q < t_ns:
-                query(next_q)
-                next_q += period_ns
-            if sim is not None and topic == joy_topic:
-                feed_joy(mtype, t_ns, raw)
-            if topic in by_topic:
-                put(by_topic[topic], mtype, t_ns, raw)
-            last_ns = t_ns
-            if next_q is None and required <= set(inputs.snapshot()):
-                next_q = t_ns
-        while next_q is not None and next_q <= last_ns:
-            query(next_q)
-            next_q += period_ns
-    finally:
-        writer.close()
-    wall = time.perf_counter() - t_start
-    if sim is not None:
-        sim.finish(bag.info.end_ns * 1e-9)
+    # ---- results ---------------------------------------------------------------------------
+    def recorded(self) -> tuple[np.ndarray, np.ndarray]:
+        """The recorded joint trajectory: times (N,), positions (N, J)."""
+        joints = self.prep.setup.joints
+        return np.array(self.rec_t), np.array(self.rec_q).reshape(len(self.rec_q), len(joints))
 
+    def interlock_report(self, origin: float) -> dict[str, Any]:
+        """The report's ``interlock`` section."""
+        if self.interlock is None:
+            return {'simulated': False, 'reason': not_simulated(self.joy_topic)}
+        return self.interlock.report(self.bag.info.end_ns * 1e-9, origin)
+
+    def fate(self, sequence: int) -> dict[str, Any]:
+        """Whether the gate would have forwarded chunk ``sequence``, and why (chunk_list)."""
+        fate = None if self.interlock is None else self.interlock.fate(sequence)
+        if fate is None:
+            return {'forwarded': None, 'interlock': not_simulated(self.joy_topic)}
+        return {'forwarded': fate.forwarded, 'blocked_by': fate.blocked_by,
+                'interlock': fate.note}
+
+
+def _report(prep: _Prepared, bag: BagReader, run: _Episode) -> dict[str, Any]:
+    """The report (and the plots) of a finished pass."""
+    opts, p, space = prep.opts, prep.p, prep.loaded.space
+    meta, joints, records = space.meta, prep.setup.joints, run.records
     origin = bag.info.start_ns * 1e-9
-    rec_times = np.array(rec_t)
-    rec_pos = np.array(rec_q).reshape(len(rec_q), len(joints))
-    err = action_error(records, joints, rec_times, rec_pos, setup.continuous_columns)
+    rec_times, rec_pos = run.recorded()
+    err = action_error(records, joints, rec_times, rec_pos, prep.setup.continuous_columns)
     plots = []
     if opts.plots and records:
         plot_chunks(opts.out_dir / 'chunks.png', records, joints, rec_times, rec_pos, origin)
         plot_rejections(opts.out_dir / 'rejections.png', records, origin,
                         bag.info.end_ns * 1e-9)
         plots = ['chunks.png', 'rejections.png']
-    first_query = records[0].stamp - origin if records else None
     report: dict[str, Any] = {
         'format': REPORT_FORMAT,
         'bag': str(opts.bag), 'storage': bag.info.storage,
         'bag_duration': bag.info.duration,
-        'inputs': {name: topic for name, (topic, _) in needs.items()},
-        'policy': {'backend': p['policy.backend'], 'path': policy_path,
+        'inputs': {name: topic for name, (topic, _) in run.needs.items()},
+        'policy': {'backend': p['policy.backend'], 'path': prep.policy_path,
                    'fingerprint': meta.fingerprint, 'chunk_length': meta.chunk_length,
                    'step_period': meta.step_period, 'num_threads': p['policy.num_threads']},
-        'config': str(opts.config), 'gate_config': str(gate_path),
-        'robot_model': model_source,
+        'config': str(opts.config), 'gate_config': str(prep.gate_path),
+        'robot_model': prep.model_source,
         'query_frequency': p['query_frequency'],
         'max_age': {k: p[f'max_age.{k}'] for k in ('camera', 'joint_states', 'quest')},
-        'first_query': first_query,
-        'queries': queries,
-        'skipped': {'count': sum(skipped.values()), 'reasons': skipped},
-        'stale_stretches': stretches.report(bag.info.end_ns * 1e-9, origin),
-        'clock_offsets': inputs.clock_offsets(),
+        'first_query': records[0].stamp - origin if records else None,
+        'queries': run.queries,
+        'skipped': {'count': sum(run.skipped.values()), 'reasons': run.skipped},
+        'stale_stretches': run.stretches.report(bag.info.end_ns * 1e-9, origin),
+        'clock_offsets': run.inputs.clock_offsets(),
         'max_clock_offset': p['max_clock_offset'],
-        'malformed_inputs': malformed,
-        'inference_errors': inference_errors,
+        'malformed_inputs': run.malformed,
+        'inference_errors': run.inference_errors,
         'decisions': decisions(records),
         'latency': latency_stats([r.latency for r in records]),
         'action_space': meta.action_space,
         'action_error': {**err, 'note': 'point k of a chunk stamped t0 vs the recorded '
                          'joint position at t0 + time_from_start[k] (linear interpolation of '
                          'joint_states); points after the end of the recording are skipped '
-                         '(points_beyond_recording)' + (
-                             "; Cartesian policy: joint positions are the gate's IK "
-                             'solution, omitted for chunks that did not pass IK '
-                             '(chunks_without_joint_positions)' if runtime is not None
-                             else '')},
-        'interlock': (sim.report(bag.info.end_ns * 1e-9, origin) if sim is not None else
-                      {'simulated': False, 'reason': not_simulated(joy_topic)}),
+                         '(points_beyond_recording)' + space.joint_error_note},
+        'interlock': run.interlock_report(origin),
         'chunk_list': [{'sequence': r.sequence, 't': r.stamp - origin, 'stamp': r.stamp,
                         'decision': r.decision, 'latency': r.latency,
                         'violations': sorted({v[0] for v in r.violations}),
-                        'summary': r.summary, **_fate(sim, r.sequence, joy_topic)}
-                       for r in records],
+                        'summary': r.summary, **run.fate(r.sequence)} for r in records],
         'digest': digest(records),
-        'warnings': warnings,
-        'wall_time': wall,
-        'realtime_factor': bag.info.duration / wall if wall > 0 else None,
-        'outputs': {'bag': str(out_bag), 'plots': plots},
+        'warnings': prep.warnings,
+        'wall_time': run.wall,
+        'realtime_factor': bag.info.duration / run.wall if run.wall > 0 else None,
+        'outputs': {'bag': str(prep.out_bag), 'plots': plots},
     }
-    if runtime is not None:
-        plan = model.fk_plan(runtime.ee_frames, joints)
-        cerr = cartesian_error(records, runtime.arm_names, rec_times, rec_pos, plan.compute)
+    ee = space.ee_reference(prep.model, joints)
+    if ee is not None:
+        arms, fk = ee
+        cerr = cartesian_error(records, arms, rec_times, rec_pos, fk)
         report['cartesian_error'] = {**cerr, 'note': 'per horizon step k: predicted '
                                      'base-frame pose vs FK of the recorded joints at t0 + '
                                      'time_from_start[k]; position m, rotation rad '
                                      '(core.frames.cartesian_errors)'}
-    if baseline is not None:
-        report['comparison'] = compare(report, baseline, opts.thresholds)
-    (opts.out_dir / 'report.json').write_text(json.dumps(report, indent=2) + '\n')
+    if prep.baseline is not None:
+        report['comparison'] = compare(report, prep.baseline, opts.thresholds)
     return report
-
-
-def _fate(sim: OfflineInterlock | None, sequence: int, joy_topic: str) -> dict[str, Any]:
-    """Whether the gate would have forwarded chunk ``sequence``, and why (chunk_list)."""
-    fate = None if sim is None else sim.fate(sequence)
-    if fate is None:
-        return {'forwarded': None, 'interlock': not_simulated(joy_topic)}
-    return {'forwarded': fate.forwarded, 'blocked_by': fate.blocked_by,
-            'interlock': fate.note}
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:

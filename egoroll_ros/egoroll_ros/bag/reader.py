@@ -162,6 +162,11 @@ class BagReader:
                 reader.close()
             self._reader = None
 
+    def custom_data(self) -> dict[str, str]:
+        """The bag's custom metadata (``custom_data`` of metadata.yaml; empty when none)."""
+        meta = getattr(self._reader, 'metadata', None)
+        return dict(getattr(meta, 'custom', None) or {})
+
     def require(self, needs: Mapping[str, Iterable[str]]) -> None:
         """Check that the bag has each topic with one of the allowed message types.
 

@@ -173,3 +173,81 @@ def _latched() -> Any:
     """One reliable, transient-local offered QoS profile (as robot_state_publisher offers)."""
     from egoroll_ros.ros.bagio import latched_qos_profiles
     return latched_qos_profiles()
+
+
+def recorded_episode_messages(
+        duration: float = 1.5, *, joints: Sequence[str] = ('j1', 'j2', 'j3'),
+        bag_joints: Sequence[str] | None = None, cameras: Sequence[str] = ('front', 'wrist'),
+        image_size: tuple[int, int] = (24, 32), fps: float = 30.0,
+        camera_offsets: Sequence[float] = (0.0, 0.004), joint_rate: float = 100.0,
+        command_rate: float = 100.0, command_start: float = 0.2,
+        intervention: Sequence[tuple[float, bool]] | None = ((0.0, False), (0.5, True),
+                                                             (1.0, False)),
+        outcome: str | None = 'success', drop_frames: Sequence[int] = (),
+        t0_ns: int = T0_NS) -> list[tuple[str, str, int, Any]]:
+    """Messages of an episode as ``episode_recorder`` writes one (``/egoroll/episode`` with a
+    policy_node configuration naming ``joints`` and ``cameras``; receive time = header stamp).
+
+    ``joint_states`` carries ``bag_joints`` (default: ``joints`` reversed plus an extra joint,
+    so an exporter must pick by name); positions are ``q_j(t) = j + t`` (and the commanded
+    ``-(j + t)``), so every frame's expected values are known in closed form. Each camera
+    ``c`` publishes at ``fps`` with stamps offset by ``camera_offsets[c]``; pixel values
+    encode camera and frame index. ``drop_frames`` leaves frames of the first camera out.
+    ``intervention``: ``(time, value)`` of each policy/intervention (std_msgs/Bool) message
+    (None: no such topic). ``outcome``: the ``/egoroll/outcome`` mark (None: not marked).
+    """
+    import json
+
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import Bool, String
+    import yaml
+
+    from egoroll_ros.ros.convert import sec_to_time
+
+    bag_joints = tuple(bag_joints) if bag_joints is not None else \
+        tuple(reversed(tuple(joints))) + ('extra',)
+    h, w = image_size
+    config = {'/**/policy_node': {'ros__parameters': {
+        'joints': list(joints), 'cameras.names': list(cameras),
+        'cameras.heights': [h] * len(cameras), 'cameras.widths': [w] * len(cameras)}}}
+    out: list[tuple[int, int, str, str, Any]] = []
+    head = {'index': 1, 'policy_id': 'synthetic', 'configs': {
+        'policy_node.yaml': yaml.safe_dump(config)}, 'topics': []}
+    out.append((t0_ns, 0, '/egoroll/episode', 'std_msgs/msg/String',
+                String(data=json.dumps(head))))
+
+    def at(t: float) -> int:
+        return t0_ns + int(round(t * 1e9))
+
+    def state(topic: str, rate: float, start: float, sign: float, prio: int) -> None:
+        for k in range(int(np.floor((duration - start) * rate + 1e-9)) + 1):
+            t = start + k / rate
+            q = [sign * (index_of(j) + t) for j in bag_joints]
+            msg = JointState(name=list(bag_joints), position=q)
+            msg.header.stamp = sec_to_time(at(t) * 1e-9)
+            out.append((at(t), prio, topic, 'sensor_msgs/msg/JointState', msg))
+
+    def index_of(j: str) -> float:
+        return float(list(joints).index(j) + 1) if j in joints else 100.0
+
+    state('/joint_states', joint_rate, 0.0, 1.0, 1)
+    state('/executor/commanded', command_rate, command_start, -1.0, 2)
+    for c, name in enumerate(cameras):
+        for k in range(int(np.floor(duration * fps + 1e-9)) + 1):
+            if c == 0 and k in drop_frames:
+                continue
+            t = k / fps + camera_offsets[c]
+            img = np.empty((h, w, 3), dtype=np.uint8)
+            img[..., 0] = k % 256
+            img[..., 1] = c * 50
+            img[..., 2] = (np.arange(w, dtype=np.uint8) * 5)[None, :]
+            msg = Image(height=h, width=w, encoding='rgb8', step=w * 3, data=img.tobytes())
+            msg.header.stamp = sec_to_time(at(t) * 1e-9)
+            out.append((at(t), 3 + c, f'/camera/{name}/image_raw', 'sensor_msgs/msg/Image', msg))
+    for t, value in intervention or ():
+        out.append((at(t), 9, '/policy/intervention', 'std_msgs/msg/Bool', Bool(data=value)))
+    if outcome is not None:
+        out.append((at(duration), 10, '/egoroll/outcome', 'std_msgs/msg/String',
+                    String(data=json.dumps({'index': 1, 'outcome': outcome, 'by': 'service'}))))
+    out.sort(key=lambda m: (m[0], m[1]))
+    return [(topic, mtype, t, msg) for t, _, topic, mtype, msg in out]

@@ -10,7 +10,7 @@ gate would (:meth:`ActionSpace.check`) and says what to draw or report (:meth:`j
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,8 @@ class ActionSpace(ABC):
 
     #: ``'joint'`` or ``'cartesian'`` (as :attr:`PolicyMetadata.action_space`).
     name: str = ''
+    #: What a report adds to the note on its joint errors (where the joints come from).
+    joint_error_note: str = ''
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
@@ -84,6 +86,17 @@ class ActionSpace(ABC):
     def ee_targets(self, output: Any) -> tuple[np.ndarray, np.ndarray] | None:
         """End-effector targets of ``output``: translations (A, H, 3), rotations (A, H, 3, 3)
         per arm, or None for a joint output."""
+        return None
+
+    def ee_reference(self, model: RobotModel, joints: Sequence[str]
+                     ) -> tuple[tuple[str, ...], Callable[[np.ndarray], Any]] | None:
+        """What :meth:`ee_targets` are compared with in a report: the arm names and the
+        forward kinematics of recorded joints ((M, J) in ``joints`` order -> translations
+        (A, M, 3), rotations (A, M, 3, 3)); None when the output has no end-effector targets.
+
+        Raises:
+            RobotModelError: an end-effector frame the model lacks.
+        """
         return None
 
 
@@ -132,6 +145,9 @@ class CartesianActionSpace(ActionSpace):
     """
 
     name = 'cartesian'
+    joint_error_note = ("; Cartesian policy: joint positions are the gate's IK solution, "
+                        'omitted for chunks that did not pass IK '
+                        '(chunks_without_joint_positions)')
 
     def __init__(self, policy: Policy, runtime: CartesianRuntime) -> None:
         super().__init__(policy)
@@ -156,6 +172,11 @@ class CartesianActionSpace(ActionSpace):
     def ee_targets(self, output: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:  # noqa
         return (np.stack([np.asarray(a.positions, float) for a in output]),
                 np.stack([quat_to_matrix(np.asarray(a.quaternions, float)) for a in output]))
+
+    def ee_reference(self, model: RobotModel, joints: Sequence[str]  # noqa: D102
+                     ) -> tuple[tuple[str, ...], Callable[[np.ndarray], Any]]:
+        plan = model.fk_plan(self.runtime.ee_frames, joints)
+        return tuple(self.runtime.arm_names), plan.compute
 
 
 def action_space_for(policy: Policy, joints: Sequence[str], continuous_columns: Sequence[int],

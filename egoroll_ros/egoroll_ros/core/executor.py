@@ -15,6 +15,7 @@ Error codes are the names of the ``ExecuteTrajectory`` result constants (see :da
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 import math
 from typing import Any
@@ -27,6 +28,7 @@ from egoroll_ros.core.trajectory import (
     DecelerationStop,
     PiecewiseTrajectory,
     hold,
+    max_acceleration_ratio,
     max_speed_ratio,
     splice,
 )
@@ -41,7 +43,7 @@ CODES: dict[str, int] = {
     'TRAJECTORY_IN_PAST': -8, 'NO_STATE': -9, 'STALE_STATE': -10, 'PREEMPTED': -11,
     'CANCELED': -12, 'PATH_TOLERANCE_VIOLATED': -13, 'GOAL_TOLERANCE_VIOLATED': -14,
     'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17, 'HEARTBEAT_LOST': -18,
-    'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21,
+    'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21, 'NO_ROBOT_MODEL': -22,
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
@@ -90,9 +92,12 @@ class ExecutorConfig:
     heartbeat_timeout: float = 0.0
     #: Consecutive missed control deadlines that abort the goal DEADLINE_MISSED; 0 = off.
     max_late_ticks: int = 0
-    #: Per-joint position limits checked on every setpoint (both empty: unchecked).
+    #: Per-joint position limits checked on every setpoint (both empty: the URDF's, given with
+    #: :meth:`ExecutorCore.set_urdf_limits`; see :func:`resolve_position_limits`).
     position_lower: tuple[float, ...] = ()
     position_upper: tuple[float, ...] = ()
+    #: Refuse goals (NO_ROBOT_MODEL) while no position limits are known.
+    require_position_limits: bool = False
 
     def __post_init__(self) -> None:
         joints = tuple(self.joints)
@@ -270,6 +275,43 @@ def source_error(source: str, allowed: set[str] | frozenset[str]) -> TrajectoryE
                            f'({", ".join(sorted(allowed))}); parameter allowed_sources')
 
 
+def resolve_position_limits(config: ExecutorConfig,
+                            urdf: Mapping[str, tuple[float, float]] | None,
+                            source: str = 'the robot model'
+                            ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The position limits the executor checks, per configured joint.
+
+    The rule (the gate's, without its margin): the URDF's limits of every configured joint
+    (``-inf``/``inf`` for a continuous joint); ``position_lower``/``position_upper``, where
+    configured, replace them and must lie within them (they may only tighten). Without a URDF
+    the configured ones alone; with neither, None (unchecked).
+
+    Args:
+        config: the executor configuration.
+        urdf: ``{joint: (lower, upper)}`` of the robot model's movable joints, or None.
+        source: where the URDF came from, for messages.
+
+    Raises:
+        ConfigError: a configured joint is not a movable joint of the URDF, or a configured
+            limit lies outside the URDF's (the message names the joint and both ranges).
+    """
+    lo, hi = config.position_lower, config.position_upper
+    if urdf is None:
+        return (np.array(lo), np.array(hi)) if lo else None
+    lower, upper = np.empty(len(config.joints)), np.empty(len(config.joints))
+    for i, name in enumerate(config.joints):
+        if name not in urdf:
+            raise ConfigError(f"parameter 'joints': '{name}' is not a movable joint of "
+                              f'{source}')
+        ulo, uhi = urdf[name]
+        if lo and (lo[i] < ulo or hi[i] > uhi):
+            raise ConfigError(f"parameters 'position_lower'/'position_upper': '{name}' "
+                              f'[{lo[i]:g}, {hi[i]:g}] is outside the URDF limits [{ulo:g}, '
+                              f'{uhi:g}] of {source} (they may only tighten them)')
+        lower[i], upper[i] = (lo[i], hi[i]) if lo else (ulo, uhi)
+    return lower, upper
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How a goal ended. ``key`` is the caller's handle for the goal."""
@@ -354,6 +396,8 @@ class ExecutorCore:
         self._pending: _Active | None = None
         self._doomed: _Active | None = None  # active goal replaced by an accepted pending one
         self._last: Setpoint | None = None
+        self._prev: Setpoint | None = None  # the setpoint before _last, in one unbroken stream
+        self._run_continues = False         # whether this tick's setpoint extends that stream
         self._continuous = False  # whether the next setpoint must respect the step bound
         # The goal ended SUCCESSFUL and the motion it ended on still commands (its stop, then
         # its hold) with no halt since: the command stream is live, a new goal continues it.
@@ -367,6 +411,30 @@ class ExecutorCore:
         self.ticks = 0
         self._heartbeat: tuple[float, bool, str] | None = None   # received, allowed, state
         self._consecutive_late = 0
+        self.position_limits = resolve_position_limits(config, None)
+        self.limits_source = 'position_lower/position_upper' if self.position_limits else ''
+        self._limits_problem = ''   # why the robot model's limits could not be used
+
+    def set_urdf_limits(self, urdf: Mapping[str, tuple[float, float]] | None, source: str,
+                        now: float, error: str = '') -> None:
+        """Take the position limits of a (new) robot model, or record why there is none.
+
+        ``error`` (or a model that does not fit, see :func:`resolve_position_limits`) makes
+        every goal end NO_ROBOT_MODEL now and refuses new ones until a model fits.
+        """
+        if not error:
+            try:
+                limits = resolve_position_limits(self.config, urdf, source)
+            except ConfigError as exc:
+                error = str(exc)
+        if error:
+            self._limits_problem = f'robot model from {source} unusable: {error}'
+            self.supervise(now)
+            return
+        self._limits_problem = ''
+        self.position_limits = limits
+        self.limits_source = source + (' (tightened by position_lower/position_upper)'
+                                       if self.config.position_lower else '')
 
     # ----- inputs -------------------------------------------------------------------------
     @property
@@ -467,6 +535,7 @@ class ExecutorCore:
                 self.config.idle_output == 'silent':
             setpoint = None
         if setpoint is not None:
+            self._prev = self._last if self._run_continues else None
             self._last = setpoint
         changed, self._motion_changed = self._motion_changed, False
         return TickResult(setpoint, self.take_outcomes(), feedback, changed)
@@ -481,7 +550,15 @@ class ExecutorCore:
         self._heartbeat = (float(received), bool(motion_allowed), str(state))
 
     def supervision_error(self, now: float) -> TrajectoryError | None:
-        """Why a goal may not run now (heartbeat missing, stale or saying no), else None."""
+        """Why a goal may not run now (no usable position limits; heartbeat missing or
+        stale), else None."""
+        if self._limits_problem:
+            return TrajectoryError('NO_ROBOT_MODEL', self._limits_problem)
+        if self.position_limits is None and self.config.require_position_limits:
+            return TrajectoryError('NO_ROBOT_MODEL', 'no position limits to check setpoints '
+                                   'against: no robot model yet (urdf_path, else the '
+                                   'robot_description topic) and no position_lower/'
+                                   'position_upper (parameter require_position_limits)')
         timeout = self.config.heartbeat_timeout
         if timeout <= 0.0:
             return None
@@ -530,7 +607,8 @@ class ExecutorCore:
         age = 'never' if self._measured is None else f'{now - self._measured.received:.3f}'
         hb = self._heartbeat
         return {'heartbeat_age': 'never' if hb is None else f'{now - hb[0]:.3f}',
-                'interlock_state': '' if hb is None else hb[2],'state': self.state,
+                'interlock_state': '' if hb is None else hb[2], 'state': self.state,
+                'position_limits': self._limits_problem or self.limits_source or 'none',
                 'active_sequence': '' if self.active_sequence is None
                 else str(self.active_sequence),
                 'last_sequence': '' if self.last_sequence is None else str(self.last_sequence),
@@ -628,6 +706,14 @@ class ExecutorCore:
                       f'{t - now:.3f} s after the start', now)
             self._stop(now)
             return
+        ratio, j, t = max_acceleration_ratio(traj, self._amax, now, self.config.period / 4.0,
+                                             self.config.period, v)
+        if ratio > 1.0 + STEP_SLACK:
+            self._end(new, 'LIMIT_VIOLATED', f'joint {self.config.joints[j]} would accelerate '
+                      f'at {ratio:.2f} x its max_acceleration {self._amax[j]:g} rad/s^2 '
+                      f'{t - now:.3f} s after the start', now)
+            self._stop(now)
+            return
         self._active = new
         self._set_motion(traj)
         self.state = EXECUTING
@@ -716,18 +802,18 @@ class ExecutorCore:
             self._stop(now)
 
     def _sample(self, now: float) -> Setpoint | None:
+        self._run_continues = False
         if self.motion is None:
             return None
         q, v, a = self.motion.sample(now)
         sp = Setpoint(now, q, v, a)
-        if self._continuous and self._last is not None and self.state in (EXECUTING, STOPPING):
-            dt = max(now - self._last.time, 0.0)
-            bound = self._vmax * dt * (1.0 + STEP_SLACK) + 1e-12
-            step = np.abs(q - self._last.positions)
-            if np.any(step > bound):
-                j = int(np.argmax(step - bound))
-                msg = (f'setpoint step of joint {self.config.joints[j]} {step[j]:.6f} exceeds '
-                       f'max_velocity x dt {bound[j]:.6f}; holding')
+        checked = self._continuous and self._last is not None and \
+            self.state in (EXECUTING, STOPPING)
+        # The setpoint before _last belongs to the same unbroken stream only while checked.
+        self._run_continues = checked
+        if checked:
+            msg = self._rate_violation(sp)
+            if msg is not None:
                 if self._active is not None:
                     self._end(self._active, 'LIMIT_VIOLATED', msg, now)
                     self._active = None
@@ -738,19 +824,54 @@ class ExecutorCore:
         self._continuous = True
         return sp
 
+    def _rate_violation(self, sp: Setpoint) -> str | None:
+        """Why ``sp`` would exceed max_velocity or max_acceleration, else None.
+
+        Both are measured on the setpoints as sent, at their own times: the step from the last
+        setpoint against max_velocity x dt, and the second divided difference of the last three
+        setpoints of one unbroken stream against max_acceleration. The divided difference
+        equals a weighted mean of the motion's acceleration over those ticks whatever the tick
+        jitter, so a motion within max_acceleration passes and a velocity step does not.
+        """
+        last, prev = self._last, self._prev
+        dt = max(sp.time - last.time, 0.0)
+        bound = self._vmax * dt * (1.0 + STEP_SLACK) + 1e-12
+        step = np.abs(sp.positions - last.positions)
+        if np.any(step > bound):
+            j = int(np.argmax(step - bound))
+            return (f'setpoint step of joint {self.config.joints[j]} {step[j]:.6f} exceeds '
+                    f'max_velocity x dt {bound[j]:.6f}; holding')
+        if prev is None or not (prev.time < last.time < sp.time):
+            return None
+        h1, h2 = last.time - prev.time, sp.time - last.time
+        acc = 2.0 * ((sp.positions - last.positions) / h2 -
+                     (last.positions - prev.positions) / h1) / (h1 + h2)
+        # Floating point only: each position is a sample at a time rounded to the clock's
+        # resolution (np.spacing of the steady-clock value) and itself rounded.
+        dq = 4.0 * (np.spacing(sp.time) * self._vmax +
+                    np.spacing(np.maximum(np.abs(sp.positions), 1.0)))
+        slack = 4.0 * dq / (min(h1, h2) * (h1 + h2))
+        excess = np.abs(acc) - self._amax * (1.0 + STEP_SLACK) - slack
+        if not np.any(excess > 0.0):
+            return None
+        j = int(np.argmax(excess / self._amax))
+        return (f'setpoint acceleration of joint {self.config.joints[j]} {acc[j]:.6g} exceeds '
+                f'its max_acceleration {self._amax[j]:g} (rad/s^2 or m/s^2; measured on the '
+                f'last three setpoints); holding')
+
     def _check_position_limits(self, now: float, sp: Setpoint) -> Setpoint:
-        """Every moving setpoint within position_lower/upper, else LIMIT_VIOLATED and hold at
+        """Every moving setpoint within the position limits, else LIMIT_VIOLATED and hold at
         the previous setpoint (never clamped to the limit)."""
         cfg = self.config
-        if not cfg.position_lower or self.state not in (EXECUTING, STOPPING):
+        if self.position_limits is None or self.state not in (EXECUTING, STOPPING):
             return sp
-        lo, hi = np.asarray(cfg.position_lower), np.asarray(cfg.position_upper)
+        lo, hi = self.position_limits
         over = np.maximum(lo - sp.positions, sp.positions - hi)
         if not np.any(over > 0.0):
             return sp
         j = int(np.argmax(over))
         msg = (f'setpoint of joint {cfg.joints[j]} {sp.positions[j]:.6f} is beyond its '
-               f'position limit [{lo[j]:g}, {hi[j]:g}]; holding')
+               f'position limit [{lo[j]:g}, {hi[j]:g}] ({self.limits_source}); holding')
         if self._active is not None:
             self._end(self._active, 'LIMIT_VIOLATED', msg, now)
             self._active = None

@@ -117,8 +117,9 @@ def _robot_args() -> list[Argument]:
                  '<controller>/joint_trajectory (joint_trajectory); empty: the topic `command`.'),
         Argument('command_joints', '', "Comma-separated joint order of the controller's "
                  '`joints` parameter (float64_multi_array); empty: the parameter file decides.'),
-        Argument('urdf_path', '', 'URDF file the safety gate reads; empty: the parameter file '
-                 'decides (its default: the robot_description topic).'),
+        Argument('urdf_path', '', 'URDF file the safety gate and trajectory_server read (its '
+                 'limits bound both); empty: the parameter files decide (their default: the '
+                 'robot_description topic).'),
     ]
 
 
@@ -289,13 +290,14 @@ def describe(graph: str, given: Mapping[str, str], share: str | Path,
             ts_over['command_interface'] = args['command_interface']
         if args['command_joints']:
             ts_over['command_joints'] = [j.strip() for j in args['command_joints'].split(',')]
+        # The executor checks its setpoints against the same URDF as the gate.
+        urdf = args['urdf_path'] or (description if graph == 'sim' else '')
+        if urdf:
+            ts_over['urdf_path'] = urdf
         nodes.append(spec('trajectory_server', overrides=ts_over,
                           remaps=_state_remap(args) + _command_remap(args),
                           ready=Ready(actions=('execute_trajectory',))))
-        gate_over: dict[str, Any] = {}
-        urdf = args['urdf_path'] or (description if graph == 'sim' else '')
-        if urdf:
-            gate_over['urdf_path'] = urdf
+        gate_over: dict[str, Any] = {'urdf_path': urdf} if urdf else {}
         nodes.append(spec('safety_gate', overrides=gate_over, remaps=_state_remap(args),
                           ready=Ready(subscriptions=('policy/chunk',),
                                       publishers=('safety/verdict',))))

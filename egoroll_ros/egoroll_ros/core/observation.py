@@ -338,19 +338,29 @@ class ObservationBuilder:
                  state_transform: Callable[[np.ndarray], np.ndarray] | None = None,
                  max_clock_offset: float | None = None) -> None:
         self.joints = tuple(joints)
-        self.max_clock_offset = max_clock_offset
         self.state_transform = state_transform
         self.cameras = {c.name: c for c in cameras}
         self.meta = meta
         self.quest = quest
         self._prepare = prepare
-        self.max_ages: dict[str, float] = {JOINT_STATES: max_age_joint_states}
-        for f in meta.image_features:
-            self.max_ages[camera_input(f.camera)] = max_age_camera
-        for e in meta.extra_features:
+        self.max_ages: dict[str, float] = {}
+        self.max_clock_offset: float | None = None
+        self.set_limits(max_age_camera, max_age_joint_states, max_age_quest, max_clock_offset)
+
+    def set_limits(self, max_age_camera: float, max_age_joint_states: float,
+                   max_age_quest: float, max_clock_offset: float | None) -> None:
+        """Set how stale each required input may be (see the class docstring); the next
+        observation is judged with the new limits (the node's live ``max_age.*``)."""
+        max_ages = {JOINT_STATES: max_age_joint_states}
+        for f in self.meta.image_features:
+            max_ages[camera_input(f.camera)] = max_age_camera
+        for e in self.meta.extra_features:
             name = {'quest.grip': QUEST_JOY, 'quest.trigger': QUEST_JOY,
                     'quest.left_pose': QUEST_LEFT, 'quest.right_pose': QUEST_RIGHT}[e]
-            self.max_ages[name] = max_age_quest
+            max_ages[name] = max_age_quest
+        # One assignment each: a worker building an observation sees old or new limits.
+        self.max_ages = max_ages
+        self.max_clock_offset = max_clock_offset
 
     def state(self, js: JointStateData) -> np.ndarray:
         """The state vector in configured joint order.

@@ -324,3 +324,59 @@ def max_speed_ratio(traj: PiecewiseTrajectory, max_velocity: np.ndarray, t_from:
     flat = int(np.argmax(ratio))
     i, j = divmod(flat, ratio.shape[1])
     return float(ratio[i, j]), int(j), float(ts[i])
+
+
+def max_acceleration_ratio(traj: PiecewiseTrajectory, max_acceleration: np.ndarray,
+                           t_from: float, step: float, period: float,
+                           start_velocity: np.ndarray | None = None) -> tuple[float, int, float]:
+    """The largest ``|acceleration| / max_acceleration`` of ``traj`` from ``t_from`` until its
+    last knot.
+
+    Acceleration is sampled on a grid of ``step`` plus both ends of every segment (a cubic's
+    acceleration is linear within a segment, a quintic's is checked on the grid). A velocity
+    step (linear interpolation at a knot, or at ``t_from`` from ``start_velocity``) counts as
+    the step divided by ``period``: what one control period of setpoints turns it into. The
+    stop at the last knot is not included: a goal replaced before its end never makes it.
+
+    Returns:
+        (ratio, joint index, time) of the worst sample.
+    """
+    amax = np.asarray(max_acceleration, dtype=float)
+    n = traj.num_joints
+    if len(traj.times) < 2 or traj.end_time <= t_from:
+        return 0.0, 0, float(t_from)
+    end = traj.end_time
+    ts = np.linspace(t_from, end, max(2, int(np.ceil((end - t_from) / step)) + 1))
+    ts = np.union1d(ts, traj.times[(traj.times >= t_from) & (traj.times <= end)])
+    rows, acc = [], []
+    if traj.kind == 'linear':
+        slopes = np.diff(traj.positions, axis=0) / np.diff(traj.times)[:, None]
+        jumps = np.abs(np.diff(slopes, axis=0)) / period
+        keep = traj.times[1:-1] >= t_from
+        rows.append(traj.times[1:-1][keep])
+        acc.append(jumps[keep])
+        if start_velocity is not None:
+            i = max(int(np.searchsorted(traj.times, t_from, side='right')) - 1, 0)
+            rows.append(np.array([t_from]))
+            acc.append(np.abs(slopes[min(i, len(slopes) - 1)] - start_velocity)[None] / period)
+    else:
+        _, _, a_grid, _ = traj.derivatives_many(ts)
+        rows.append(ts)
+        acc.append(np.abs(a_grid))
+        # Both ends of every segment from t_from on (a cubic's extremes sit there).
+        dt = np.diff(traj.times)
+        live = traj.times[1:] > t_from
+        c = traj._coeffs[live]
+        t = dt[live][:, None]
+        rows.append(traj.times[1:][live])
+        acc.append(np.abs(2 * c[:, 2] + t * (6 * c[:, 3] + t * (12 * c[:, 4] +
+                                                                t * 20 * c[:, 5]))))
+    if not rows:
+        return 0.0, 0, float(t_from)
+    times = np.concatenate(rows)
+    ratio = np.concatenate([a.reshape(-1, n) for a in acc]) / amax
+    if ratio.size == 0:
+        return 0.0, 0, float(t_from)
+    flat = int(np.argmax(ratio))
+    i, j = divmod(flat, n)
+    return float(ratio[i, j]), int(j), float(times[i])

@@ -205,6 +205,38 @@ def _preflight(sup: DemoSupervisor, timeout: float = 30.0) -> tuple[bool, str]:
     return ok, msg
 
 
+def refuse_foreign_graph(probe: Any, specs: list[NodeSpec], settle: float = 1.0,
+                         own: int = 0) -> None:
+    """Refuse to run beside another graph with the demo's node names in this ROS domain.
+
+    Two such graphs talk to each other: the other graph's policy feeds this gate (chunks it
+    refuses as old sequences or jumps from a state it never measured), this executor answers
+    the other gate. ``own`` is how many instances of each name are the demo's own (0 before
+    it starts them, 1 once they run); ``settle`` is how long to watch discovery first.
+
+    Raises:
+        ConfigError: naming the nodes already present and the domain id.
+    """
+    names = {(s.namespace or '/', s.name) for s in specs}
+    deadline = time.monotonic() + settle
+    while True:
+        seen: dict[tuple[str, str], int] = {}
+        for name, ns in probe.get_node_names_and_namespaces():
+            if (ns, name) in names:
+                seen[(ns, name)] = seen.get((ns, name), 0) + 1
+        foreign = sorted(f"{ns.rstrip('/')}/{name}" for (ns, name), n in seen.items()
+                         if n > own)
+        if foreign:
+            domain = os.environ.get('ROS_DOMAIN_ID', '0')
+            raise ConfigError(
+                f'ROS_DOMAIN_ID={domain} already has {", ".join(foreign)} (another egoroll '
+                'graph?); the demo would talk to it. Stop that graph or run the demo with '
+                'another ROS_DOMAIN_ID')
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.05)
+
+
 def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
     """Run the demo; return the exit status (0 only when the run was clean and useful)."""
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -231,12 +263,14 @@ def run_demo(opts: DemoOptions, out: TextIO = sys.stdout) -> int:
             recorder = BagRecorder(graph.node('egoroll_demo_recorder'), opts.record,
                                    RECORD_TOPICS)
         specs = demo_graph(checkpoint, fingerprint, opts.overrides)
+        refuse_foreign_graph(launch.probe, specs)
         print(f'starting {", ".join(s.name for s in specs)} ...', file=out, flush=True)
         launch.start_graph(specs)
         if not opts.cartesian:
             sup.new_target()
         wait_until(lambda: sup.status is not None and sup.status.state ==
                    RolloutStatus.STATE_IDLE, 60.0, 'policy_node configured (IDLE)')
+        refuse_foreign_graph(launch.probe, specs, settle=0.0, own=1)
         ok, msg = _preflight(sup)
         if not ok:
             print(f'preflight failed: {msg}', file=out)

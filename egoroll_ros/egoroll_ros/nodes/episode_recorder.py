@@ -2,8 +2,9 @@
 
 Subscribes (raw CDR, written as received, from a writer thread) to the rollout's inputs
 (``joint_states``, each configured camera, ``quest/*``), its outputs (``policy/chunk``,
-``policy/status``, ``safety/verdict``, ``executor/commanded``), ``/diagnostics`` (the gate's
-interlock events), latched ``robot_description`` and any ``extra_topics``. Episode boundaries
+``policy/status``, ``policy/intervention``, ``safety/verdict``, ``executor/commanded``),
+``/diagnostics`` (the gate's interlock events), latched ``robot_description`` and any
+``extra_topics``. Episode boundaries
 follow ``policy/status`` (:class:`~egoroll_ros.core.episodes.EpisodeTracker`): a preflight opens
 ``<out_dir>/episode_<NNNN>``; the end of the rollout plus ``outcome_window`` s (or the
 operator's mark) closes it; a preflight that does not lead to a start is discarded. The
@@ -107,7 +108,9 @@ def recorded_topics(cameras: list[str], compressed: list[bool],
             ('safety/verdict', 'egoroll_interfaces/msg/GateVerdict', False),
             ('executor/commanded', 'sensor_msgs/msg/JointState', False),
             ('/diagnostics', 'diagnostic_msgs/msg/DiagnosticArray', False),
-            ('robot_description', 'std_msgs/msg/String', True)]
+            ('robot_description', 'std_msgs/msg/String', True),
+            # operator takeover label (true while the operator drives; docs/takeover.md)
+            ('policy/intervention', 'std_msgs/msg/Bool', True)]
     for item in extra:
         topic, _, mtype = item.rpartition(':')
         out.append((topic, mtype, False))

@@ -19,7 +19,7 @@ from action_msgs.srv import CancelGoal
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 import numpy as np
 from rclpy.action import ActionClient
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
@@ -221,39 +221,31 @@ class SafetyGate(Node):
         self._last_summary = ''
         self._warned: set[str] = set()
 
-        self._safety = MutuallyExclusiveCallbackGroup()
-        self._chunk_group = MutuallyExclusiveCallbackGroup()
-        self._state_group = MutuallyExclusiveCallbackGroup()
-        self._action_group = ReentrantCallbackGroup()
-
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self._verdict_pub = self.create_publisher(GateVerdict, 'safety/verdict', reliable)
         self._marker_pub = self.create_publisher(MarkerArray, 'safety/markers', 10)
         self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self._heartbeat_pub = self.create_publisher(InterlockHeartbeat, 'safety/heartbeat',
                                                     reliable)
-        self._client = ActionClient(self, ExecuteTrajectory, 'execute_trajectory',
-                                    callback_group=self._action_group)
+        self._client = ActionClient(self, ExecuteTrajectory, 'execute_trajectory')
         # Cancel-all (empty goal id, zero stamp: every goal of the server), so a stop also
         # covers a goal the gate has no handle for yet.
         self._cancel_all_client = self.create_client(
-            CancelGoal, 'execute_trajectory/_action/cancel_goal',
-            callback_group=self._action_group)
+            CancelGoal, 'execute_trajectory/_action/cancel_goal')
         self.create_subscription(JointState, 'joint_states', self._on_joint_state,
-                                 qos_profile_sensor_data, callback_group=self._state_group)
-        self.create_subscription(ExecutorState, 'executor/state', self._on_executor_state,
-                                 10, callback_group=self._state_group)
-        self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, reliable,
-                                 callback_group=self._chunk_group)
-        self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data,
-                                 callback_group=self._safety)
-        self.create_service(Trigger, 'safety/reset', self._on_reset,
-                            callback_group=self._safety)
-        self.create_service(Trigger, 'safety/confirm', self._on_confirm_srv,
-                            callback_group=self._chunk_group)
+                                 qos_profile_sensor_data)
+        self.create_subscription(ExecutorState, 'executor/state', self._on_executor_state, 10)
+        self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, reliable)
+        self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
+        self.create_service(Trigger, 'safety/reset', self._on_reset)
+        self.create_service(Trigger, 'safety/confirm', self._on_confirm_srv)
+        # safety/stop is a coroutine that awaits the executor's answers, and a coroutine holds
+        # its callback group until it returns: in the node's default (mutually exclusive)
+        # group it would block every other callback, those answers included, for as long as it
+        # waits. Every other callback returns at once, so the default group serves them.
         self.create_service(Trigger, 'safety/stop', self._on_stop_srv,
-                            callback_group=self._action_group)
-        self.create_timer(p['watchdog_period'], self._watchdog, callback_group=self._safety)
+                            callback_group=ReentrantCallbackGroup())
+        self.create_timer(p['watchdog_period'], self._watchdog)
         self.create_timer(p['diagnostics_period'], self._publish_diagnostics)
 
         self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,

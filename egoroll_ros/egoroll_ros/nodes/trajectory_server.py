@@ -10,8 +10,8 @@ and publishes each setpoint while holding the same lock the cancel callback take
 cancel has been processed (and before its result is sent) no setpoint of the old trajectory can
 go out. The node spins on ONE executor thread (rclpy's multi-threaded executor delayed
 joint_states by up to 0.25 s on a loaded 2-core machine: benchmarks/bench_executors.py).
-Execute callbacks are coroutines: each waits for its goal's outcome by yielding to the
-executor until the control thread sets the goal's event and wakes the executor.
+Execute callbacks are coroutines: each awaits its goal's outcome, a future the control thread
+completes (and then wakes the executor).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -48,6 +48,7 @@ from egoroll_ros.core.executor import (
     source_error,
     validate_goal,
 )
+from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.trajectory import INTERPOLATIONS
 from egoroll_ros.errors import InputError, TrajectoryError
 from egoroll_ros.ros.convert import (
@@ -58,6 +59,7 @@ from egoroll_ros.ros.convert import (
 )
 from egoroll_ros.ros.diagnostics import OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.params import Param, declare_params, per_joint
+from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
 
 #: GIL switch interval (s) set by ``main`` (Python's default is 5 ms).
@@ -92,12 +94,18 @@ PARAMS = [
           'others end SOURCE_REFUSED. The gate sends its node name. This stops mistakes, not '
           'attackers (use SROS2: docs/executor.md). Empty: any source (a warning is logged).',
           read_only=True),
+    Param('urdf_path', str, '', 'URDF file whose joint limits bound every setpoint (the '
+          "safety gate's; package:// allowed); empty: the robot_description topic.",
+          read_only=True),
     Param('position_lower', 'float[]', [], 'Per-joint lowest position any setpoint may have '
-          '(rad or m; the URDF limits, the same the gate checks with its margin); a setpoint '
-          'beyond aborts the goal LIMIT_VIOLATED and holds (never clamped). Empty with '
-          'position_upper: unchecked (a warning is logged).', read_only=True),
+          '(rad or m). Empty with position_upper: the URDF limits; given: they replace the '
+          "URDF's and must lie within them (a robot model they exceed is refused). A setpoint "
+          'beyond aborts the goal LIMIT_VIOLATED and holds (never clamped).', read_only=True),
     Param('position_upper', 'float[]', [], 'Per-joint highest position any setpoint may have '
-          '(rad or m).', read_only=True),
+          '(rad or m); see position_lower.', read_only=True),
+    Param('require_position_limits', bool, True, 'Refuse goals (NO_ROBOT_MODEL) while no '
+          'position limits are known (no robot model yet and no position_lower/_upper). '
+          'false: goals run unchecked meanwhile (a warning is logged).', read_only=True),
     Param('max_late_ticks', int, 50, 'Consecutive missed control deadlines that abort the goal '
           '(DEADLINE_MISSED) and hold; 0 = off (a warning is logged).', min=0, max=100000,
           read_only=True),
@@ -110,9 +118,10 @@ PARAMS = [
           'goal tolerance (s).', min=0.0, max=60.0, read_only=True),
     Param('max_velocity', 'float[]', None, 'Per-joint max setpoint speed (rad/s or m/s).',
           min=1e-6, read_only=True),
-    Param('max_acceleration', 'float[]', None, 'Per-joint deceleration for stop_behavior '
-          'decelerate (rad/s^2 or m/s^2); with seam blend also the bound of every setpoint.',
-          min=1e-6, read_only=True),
+    Param('max_acceleration', 'float[]', None, 'Per-joint max setpoint acceleration (rad/s^2 '
+          'or m/s^2): checked on the spliced trajectory before it runs and on every setpoint '
+          'sent (second divided difference; LIMIT_VIOLATED and hold, never clamped); also the '
+          'deceleration of stop_behavior decelerate.', min=1e-6, read_only=True),
     Param('stop_behavior', str, 'hold', 'On cancel or abort: hold the current setpoint, or '
           'decelerate at max_acceleration.', choices=STOP_BEHAVIORS, read_only=True),
     Param('idle_output', str, 'hold', 'When not executing: keep publishing the hold setpoint, '
@@ -151,8 +160,8 @@ PARAMS = [
 class _Waiter:
     def __init__(self, handle: object) -> None:
         self.handle = handle
-        self.event = threading.Event()
-        self.outcome: Outcome | None = None
+        #: The goal's outcome (None: the server shut down before the goal had one).
+        self.done: Future = Future()
 
 
 class TrajectoryServer(Node):
@@ -178,7 +187,8 @@ class TrajectoryServer(Node):
             blend_time=p['blend_time'], seam=p['seam'], max_jerk=tuple(p['max_jerk']),
             max_blend_time=p['max_blend_time'], heartbeat_timeout=p['heartbeat_timeout'],
             max_late_ticks=p['max_late_ticks'], position_lower=tuple(p['position_lower']),
-            position_upper=tuple(p['position_upper']))
+            position_upper=tuple(p['position_upper']),
+            require_position_limits=p['require_position_limits'])
         self.interface = p['command_interface']
         self._order = command_order(joints, p['command_joints'])
         self._command_joints = [joints[i] for i in self._order]
@@ -203,8 +213,7 @@ class TrajectoryServer(Node):
         self._diagnostics = DiagnosticsUpdater(self, 1.0 / p['diagnostics_rate'])
         self._diagnostics.add('executor', self._executor_status)
         self._state_sub = self.create_subscription(
-            JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data,
-            callback_group=MutuallyExclusiveCallbackGroup())
+            JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data)
         self._heartbeat_sub = self.create_subscription(
             InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -218,14 +227,17 @@ class TrajectoryServer(Node):
                            ('heartbeat_timeout', 'the safety gate is not supervised: a dead '
                             'gate does not stop the arm'),
                            ('max_late_ticks', 'missed control deadlines only count'),
-                           ('position_lower', 'setpoints are not checked against position '
-                            'limits here (only by the gate)')):
+                           ('require_position_limits', 'setpoints go unchecked against '
+                            'position limits until a robot model arrives')):
             if not p[name]:
-                self.get_logger().warning(f"parameter '{name}' is 0 (off): {what}")
+                self.get_logger().warning(f"parameter '{name}' is {p[name]} (off): {what}")
+        self._model_source = p['urdf_path'] or 'robot_description'
+        self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
+                                          self._model_failed)
         self._action = ActionServer(
             self, ExecuteTrajectory, 'execute_trajectory',
             execute_callback=self._execute, goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
+            cancel_callback=self._on_cancel)
 
         self._running = True
         self._thread = threading.Thread(target=self._control_loop, name='control_loop',
@@ -251,6 +263,25 @@ class TrajectoryServer(Node):
         now = time.monotonic()
         with self._lock:
             self.core.update_heartbeat(now, msg.motion_allowed, msg.state)
+
+    def _set_model(self, model: RobotModel) -> None:
+        urdf = {name: (info.lower, info.upper) for name, info in model.joints.items()}
+        with self._lock:
+            self.core.set_urdf_limits(urdf, model.source, time.monotonic())
+            outcomes = self.core.take_outcomes()
+            problem = self.core.supervision_error(time.monotonic())
+        self._dispatch(outcomes)
+        if problem is not None and problem.code == 'NO_ROBOT_MODEL':
+            self.get_logger().error(f'{problem}; every goal is refused')
+        else:
+            self.get_logger().info(f'position limits from {self.core.limits_source}')
+
+    def _model_failed(self, error: str) -> None:
+        with self._lock:
+            self.core.set_urdf_limits(None, self._model_source, time.monotonic(), error)
+            outcomes = self.core.take_outcomes()
+        self._dispatch(outcomes)
+        self.get_logger().error(f'invalid robot model, every goal is refused: {error}')
 
     async def _execute(self, goal_handle) -> ExecuteTrajectory.Result:  # noqa: ANN001
         key = bytes(goal_handle.goal_id.uuid)
@@ -286,11 +317,7 @@ class TrajectoryServer(Node):
             goal_handle.abort()
             return ExecuteTrajectory.Result(error_code=CODES.get(exc.code, -1),
                                             error_string=f'{exc.code}: {exc}')
-        while not waiter.event.is_set():
-            if not self._running and waiter.outcome is None:
-                break
-            await next_turn()
-        out = waiter.outcome
+        out = await waiter.done
         if out is None:
             out = Outcome(key, 'SHUTDOWN', 'the server is shutting down', 0, goal.sequence)
         result = ExecuteTrajectory.Result(error_code=CODES[out.code],
@@ -349,9 +376,8 @@ class TrajectoryServer(Node):
             if out.code not in ('SUCCESSFUL', 'PREEMPTED', 'CANCELED'):
                 self.get_logger().warning(f'goal sequence {out.sequence} ended {out.code}: '
                                           f'{out.message}')
-            if waiter is not None:
-                waiter.outcome = out
-                waiter.event.set()
+            if waiter is not None and not waiter.done.done():
+                waiter.done.set_result(out)
         if outcomes:
             wake_executor(self)
 
@@ -501,6 +527,11 @@ class TrajectoryServer(Node):
             self.core.halt(time.monotonic(), 'SHUTDOWN', 'the server is shutting down')
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
+        # A goal registered but not (yet) in the core has no outcome: it ends SHUTDOWN too.
+        for waiter in list(self._waiters.values()):
+            if not waiter.done.done():
+                waiter.done.set_result(None)
+        wake_executor(self)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -1,8 +1,12 @@
 """Declare node parameters once, with descriptors, and validate them at configure time.
 
-Every node lists its parameters as :class:`Param` specs; :func:`declare_params` declares them
-with a ``ParameterDescriptor`` (description, range, read-only) and returns validated values.
-Errors are :class:`~egoroll_ros.errors.ConfigError` naming the parameter.
+Every node lists its parameters as :class:`Param` specs, the one source of its descriptors
+(:func:`declare_params`: description, range, read-only), of the validation of every value (at
+start-up, from a YAML file for tools (:func:`params_from_yaml`) and when set live), of
+docs/parameters.md and of the commented defaults in config/defaults/ (both written by
+tools/gen_param_docs.py and checked by a unit test). A parameter the node reads once is
+``read_only``; the others are applied live through :func:`watch_live`. Errors are
+:class:`~egoroll_ros.errors.ConfigError` naming the parameter.
 """
 
 from __future__ import annotations
@@ -13,7 +17,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+from rcl_interfaces.msg import (
+    FloatingPointRange,
+    IntegerRange,
+    ParameterDescriptor,
+    SetParametersResult,
+)
 from rclpy.exceptions import (
     InvalidParameterTypeException,
     InvalidParameterValueException,
@@ -153,6 +162,42 @@ def declare_params(node: Node, specs: Iterable[Param]) -> dict[str, Any]:
             value = spec.default
         values[spec.name] = check_value(spec, value)
     return values
+
+
+def watch_live(node: Node, specs: Iterable[Param], values: dict[str, Any],
+               apply: Callable[[dict[str, Any]], None]) -> None:
+    """Apply the live (not ``read_only``) parameters of ``specs`` when they are set.
+
+    Registers an on-set-parameters callback (call it after :func:`declare_params`): each
+    changed value is validated by :func:`check_value` (rclpy has already refused read-only
+    parameters and values outside the descriptor's range), then ``apply(changes)`` carries the
+    changes out; when either raises :class:`~egoroll_ros.errors.ConfigError` the whole set is
+    refused with its message as the reason (``ros2 param set`` prints it) and nothing changes.
+    On success ``values`` (the node's validated parameters) is updated.
+
+    Args:
+        node: the node the specs were declared on.
+        specs: its parameter specs.
+        values: the dict :func:`declare_params` returned.
+        apply: carries out ``{name: validated value}``; raises ConfigError to refuse.
+    """
+    live = {s.name: s for s in specs if not s.read_only}
+
+    def on_set(params: list[Parameter]) -> SetParametersResult:
+        changes: dict[str, Any] = {}
+        try:
+            for prm in params:
+                spec = live.get(prm.name)
+                if spec is not None:
+                    changes[spec.name] = check_value(spec, prm.value)
+            if changes:
+                apply(changes)
+        except ConfigError as exc:
+            return SetParametersResult(successful=False, reason=str(exc))
+        values.update(changes)
+        return SetParametersResult(successful=True)
+
+    node.add_on_set_parameters_callback(on_set)
 
 
 def per_joint(values: Sequence[float], joints: Sequence[str], name: str) -> list[float]:

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,9 @@ class RuntimeSpec:
         python: required ``(major, minor)``.
         need_gb: free disk needed to build it (GB).
         probe: Python statement that must run in the built venv (an import check).
+        check_exempt: ``(distribution, requirement)`` pairs that ``pip check`` may report as
+            broken (a wheel that declares a narrower numpy than the one it is run and tested
+            beside); any other report fails the build. Empty: ``pip check`` must pass as is.
     """
 
     name: str
@@ -56,6 +60,7 @@ class RuntimeSpec:
     python: tuple[int, int]
     need_gb: float
     probe: str
+    check_exempt: tuple[tuple[str, str], ...] = ()
 
     @property
     def lock_hash(self) -> str:
@@ -196,6 +201,42 @@ def _run(cmd: list[str], what: str) -> None:
                                 f'{(errors or lines)[-1].strip()}')
 
 
+def _canonical(name: str) -> str:
+    return re.sub(r'[-_.]+', '-', name).lower()
+
+
+#: ``pip check``'s report lines: ``NAME VER has requirement REQ..., but you have ...`` and
+#: ``NAME VER requires REQ, which is not installed.``
+_PIP_CHECK_LINE = re.compile(r'^(?P<dist>\S+) \S+ (?:has requirement|requires) '
+                             r'(?P<req>[A-Za-z0-9][A-Za-z0-9._-]*)')
+
+
+def unexempted_pip_check(output: str, exempt: tuple[tuple[str, str], ...]) -> list[str]:
+    """The lines of ``pip check`` output that ``exempt`` (``(distribution, requirement)``
+    pairs, compared by canonical name) does not cover; a line of any other form is never
+    covered."""
+    allowed = {(_canonical(d), _canonical(r)) for d, r in exempt}
+    left = []
+    for line in output.strip().splitlines():
+        m = _PIP_CHECK_LINE.match(line.strip())
+        if not line.strip() or (m and (_canonical(m['dist']), _canonical(m['req'])) in allowed):
+            continue
+        left.append(line.strip())
+    return left
+
+
+def _pip_check(py: str, exempt: tuple[tuple[str, str], ...]) -> None:
+    proc = subprocess.run([py, '-m', 'pip', 'check', '--disable-pip-version-check'],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          check=False, env=clean_env())
+    if proc.returncode == 0:
+        return
+    left = unexempted_pip_check(proc.stdout, exempt)
+    if left or not exempt:
+        raise RuntimeSetupError(f'pip check failed (exit {proc.returncode}): '
+                                f'{(left or ["(no output)"])[-1]}')
+
+
 def ensure_runtime(name: str | RuntimeSpec, log: Callable[[str], None] | None = None) -> Path:
     """Build the runtime ``name`` (or the spec given) if it is not built yet; return its
     interpreter.
@@ -238,7 +279,7 @@ def ensure_runtime(name: str | RuntimeSpec, log: Callable[[str], None] | None = 
             py = str(spec.python_executable)
             _run([py, '-m', 'pip', 'install', '--disable-pip-version-check', '-q',
                   '--no-deps', '-r', str(spec.lock)], f'pip install -r {spec.lock.name}')
-            _run([py, '-m', 'pip', 'check', '--disable-pip-version-check'], 'pip check')
+            _pip_check(py, spec.check_exempt)
             _run([py, '-c', spec.probe], 'the import check')
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)

@@ -18,80 +18,21 @@ Use from a ``conftest.py`` with ``pytest_plugins = ['egoroll_ros.testing.pytest_
 from __future__ import annotations
 
 from collections.abc import Iterator
-import contextlib
-import fcntl
 import gc
 import os
 from pathlib import Path
-import tempfile
-from typing import TextIO
 
 import pytest
 
 from egoroll_ros.ros.graph import RosGraph
 from egoroll_ros.ros.processes import ProcessLauncher
-
-_DOMAIN_LOCK = None
-#: Domain ids 1..200 (valid for Fast DDS's default port mapping with a few participants each).
-_DOMAINS = range(1, 201)
-_USED_HERE: set[int] = set()
-
-
-def _try_lock(domain: int) -> TextIO | None:
-    lock_dir = Path(tempfile.gettempdir()) / 'egoroll-test-domains'
-    lock_dir.mkdir(exist_ok=True)
-    fh = open(lock_dir / f'{domain}.lock', 'w')  # noqa: SIM115 - held by the caller
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.close()
-        return None
-    return fh
-
-
-def _claim(prefer_unused: bool) -> tuple[int, TextIO]:
-    """Lock a domain id no other process holds (and, preferably, this one never used)."""
-    start = os.getpid() % len(_DOMAINS)
-    order = [_DOMAINS[(start + k) % len(_DOMAINS)] for k in range(len(_DOMAINS))]
-    if prefer_unused:
-        order = [d for d in order if d not in _USED_HERE] + [d for d in order
-                                                             if d in _USED_HERE]
-    for domain in order:
-        fh = _try_lock(domain)
-        if fh is not None:
-            _USED_HERE.add(domain)
-            return domain, fh
-    raise RuntimeError(f'no free ROS_DOMAIN_ID in {_DOMAINS.start}..{_DOMAINS.stop - 1}')
-
-
-def _claim_domain_id() -> int:
-    """Hold an exclusive lock on a domain id for the life of this process."""
-    global _DOMAIN_LOCK
-    domain, _DOMAIN_LOCK = _claim(prefer_unused=False)
-    return domain
-
-
-@contextlib.contextmanager
-def isolated_domain() -> Iterator[int]:
-    """A domain id of its own for one graph; ``ROS_DOMAIN_ID`` names it meanwhile, so the
-    processes a launcher starts inherit it. Pass it to ``RosGraph(domain_id=...)``."""
-    domain, fh = _claim(prefer_unused=True)
-    previous = os.environ.get('ROS_DOMAIN_ID')
-    os.environ['ROS_DOMAIN_ID'] = str(domain)
-    try:
-        yield domain
-    finally:
-        if previous is None:
-            os.environ.pop('ROS_DOMAIN_ID', None)
-        else:
-            os.environ['ROS_DOMAIN_ID'] = previous
-        fh.close()
+from egoroll_ros.testing.domains import claim_for_process, isolated_domain
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Isolate the session's ROS graph before anything initialises rclpy."""
     if 'EGOROLL_TEST_DOMAIN_ID' not in os.environ:
-        os.environ['EGOROLL_TEST_DOMAIN_ID'] = str(_claim_domain_id())
+        os.environ['EGOROLL_TEST_DOMAIN_ID'] = str(claim_for_process())
     os.environ['ROS_DOMAIN_ID'] = os.environ['EGOROLL_TEST_DOMAIN_ID']
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     os.environ.pop('ROS_STATIC_PEERS', None)

@@ -94,3 +94,15 @@ def test_cartesian_demo_runs_through_ik_and_exits_zero(tmp_path):
         assert proc.returncode == 0, f'stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}'
     assert summary['chunks_accepted'] >= 10 and summary['chunks_rejected'] == 0
     assert summary['gate_faults'] == [] and summary['policy_faults'] == []
+
+
+def test_demo_refuses_to_start_beside_another_graph_in_its_domain(ros_graph, tmp_path):
+    """A node named like one of the demo's (here /safety_gate) already in the domain: the demo
+    would cross-talk with that graph, so it exits 2 naming it, at the latest before preflight
+    (normally before it starts any node; a slow discovery is caught once its nodes run)."""
+    ros_graph.node('safety_gate')
+    proc = _egoroll('demo', '--duration', '5', '--quiet', '--report', str(tmp_path / 'r'),
+                    timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert '/safety_gate' in proc.stderr and 'ROS_DOMAIN_ID=' in proc.stderr, proc.stderr
+    assert 'preflight' not in proc.stdout, 'the demo must not reach preflight'

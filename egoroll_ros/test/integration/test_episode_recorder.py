@@ -149,4 +149,4 @@ def test_egoroll_record_runs_the_recorder_with_the_configs_cameras_and_stops_on_
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
-    assert '(12 topics)' in err and list((tmp_path / 'eps').iterdir()) == []
+    assert '(13 topics)' in err and list((tmp_path / 'eps').iterdir()) == []

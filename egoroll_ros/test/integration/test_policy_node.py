@@ -280,15 +280,33 @@ def test_status_at_5hz_or_more_with_input_ages_and_diagnostics(ros_graph, tmp_pa
     assert 'IDLE' in d.status[0].message
 
 
-def test_parameters_read_once_refuse_a_live_change(ros_graph, tmp_path):
-    """max_age.* and max_clock_offset are read when the policy is configured: set live they
-    are refused (read-only), so `ros2 param set` cannot report a change that never applies."""
-    node = _node(ros_graph, make_fake_checkpoint(tmp_path / 'ck'))
-    for name in ('max_age.camera', 'max_age.joint_states', 'max_age.quest', 'max_clock_offset'):
+def test_max_age_set_live_changes_which_inputs_are_stale(ros_graph, tmp_path):
+    """max_age.* and max_clock_offset are live: set_parameters on the running node changes
+    the limit the next inference is judged with; a bad value is refused with a reason and
+    changes nothing; a read-only parameter stays refused."""
+    node = _node(ros_graph, make_fake_checkpoint(tmp_path / 'ck'),
+                 **{'max_age.joint_states': 5.0})
+    inputs = Inputs(ros_graph)
+    wait_until(lambda: _call(node, 'preflight').success, 10, 'a passing preflight')
+    assert _call(node, 'start').success
+    wait_until(lambda: node.sm.chunks_published >= 2, 5, 'chunks')
+    inputs.stop()
+    # joint_states stopped; under the 5 s limit inference goes on. Tightened live to 0.1 s,
+    # the next inferences are skipped, naming the new limit.
+    base = node.inferences_skipped
+    result = node.set_parameters([Parameter('max_age.joint_states', value=0.1)])[0]
+    assert result.successful, result.reason
+    assert node.get_parameter('max_age.joint_states').value == 0.1
+    wait_until(lambda: node.inferences_skipped >= base + 2
+               and 'old (max 0.100 s)' in node.last_skip_reason, 5, 'skips at the new limit')
+    for name, bad in (('max_age.camera', 0.0), ('max_age.quest', 100.0),
+                      ('max_clock_offset', -1.0)):
         before = node.get_parameter(name).value
-        result = node.set_parameters([Parameter(name, value=before + 0.5)])[0]
-        assert not result.successful, name
-        assert node.get_parameter(name).value == before
+        result = node.set_parameters([Parameter(name, value=bad)])[0]
+        assert not result.successful and result.reason, name
+        assert node.get_parameter(name).value == before and node.p[name] == before
+    result = node.set_parameters([Parameter('query_frequency', value=20.0)])[0]
+    assert not result.successful and node.get_parameter('query_frequency').value == 50.0
 
 
 @pytest.mark.safety
@@ -321,3 +339,27 @@ def test_start_needs_the_gates_accepted_verdict_on_the_preflight_shadow_chunk(ro
     wait_until(lambda: _call(node, 'start').success, 5.0, 'start after the acceptance')
     assert node.sm.state is State.RUNNING
     _call(node, 'stop')
+
+
+def test_stop_is_served_while_a_preflight_waits_for_the_worker(ros_graph, tmp_path):
+    """policy/preflight awaits the worker's inference; policy/stop must not wait behind it
+    (both are coroutines: in one mutually exclusive group the stop would queue until the
+    preflight returned)."""
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='sleep:6')
+    node = _node(ros_graph, ck)
+    Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    clients = {n: probe.create_client(Trigger, f'policy/{n}') for n in ('preflight', 'stop')}
+    for c in clients.values():
+        assert c.wait_for_service(timeout_sec=10)
+    _wait_fresh(node)
+    preflight = clients['preflight'].call_async(Trigger.Request())
+    wait_until(lambda: node.sm.state is State.PREFLIGHT, 5, 'preflight running')
+    stop = clients['stop'].call_async(Trigger.Request())
+    wait_until(stop.done, 5, 'the stop answered')
+    assert not preflight.done()             # the inference still sleeps on the worker
+    assert stop.result().success and node.sm.state is State.IDLE
+    (ck / 'mode').write_text('hold')
+    wait_until(preflight.done, 15, 'the preflight answered')
+    res = preflight.result()
+    assert not res.success and 'interrupted' in res.message, res.message

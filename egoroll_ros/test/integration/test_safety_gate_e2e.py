@@ -50,7 +50,7 @@ def graph(ros_graph, launcher):
     # Python sim_robot's joint_states sometimes pause for 0.5 s, and the executor's staleness
     # abort (tested in test_trajectory_server.py) would end the goal; this file is about the gate.
     launcher.start('trajectory_server', 'trajectory_server', params=dict(
-        joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
+        joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0], urdf_path=urdf,
         state_timeout=3.0, blend_time=0.1, control_rate=100.0,
         command_timeout=0.0, max_late_ticks=0),   # single long chunks; a loaded machine
         wait_actions=['execute_trajectory'])

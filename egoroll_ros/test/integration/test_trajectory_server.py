@@ -14,7 +14,7 @@ import pytest
 from rclpy.action import ActionClient, CancelResponse
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
@@ -23,6 +23,7 @@ from egoroll_ros.core.executor import CODES
 from egoroll_ros.nodes.sim_robot import SimRobot
 from egoroll_ros.nodes.trajectory_server import SWITCH_INTERVAL, TrajectoryServer
 from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, time_to_sec
+from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.testing import run_callback, wait_until
 
 # One executor thread, as the installed trajectory_server spins (execute callbacks are
@@ -57,7 +58,7 @@ class Rig:
                   # longer than the default command_timeout; a descheduled test process must
                   # not latch DEADLINE_MISSED. Each has its own test, which sets it.
                   heartbeat_timeout=0.0, command_timeout=0.0, max_late_ticks=0,
-                  allowed_sources=['/test'])
+                  allowed_sources=['/test'], require_position_limits=False)
         sp.update(server or {})
         self.server = graph.add(TrajectoryServer(context=graph.context,
                                                  parameter_overrides=_params(sp)))
@@ -420,6 +421,58 @@ def test_setpoint_beyond_the_executors_own_position_limit_aborts_with_joint_valu
     n = len(rig.commanded.snapshot())
     held = rig.commanded.wait_count(n + 20, 5.0)[n:]
     assert all(list(m.position) == list(held[0].position) for m in held)
+
+
+def _urdf(j1_upper: float) -> str:
+    """Three joints on a chain: j1 revolute [-1, j1_upper], j2 revolute, j3 continuous."""
+    links = ''.join(f'<link name="l{i}"/>' for i in range(4))
+    kinds = [('revolute', f'<limit lower="-1" upper="{j1_upper}" velocity="2" effort="1"/>'),
+             ('revolute', '<limit lower="-1.5" upper="1.5" velocity="2" effort="1"/>'),
+             ('continuous', '<limit velocity="2" effort="1"/>')]
+    joints = ''.join(f'<joint name="j{i + 1}" type="{kind}"><parent link="l{i}"/>'
+                     f'<child link="l{i + 1}"/><axis xyz="0 0 1"/>{lim}</joint>'
+                     for i, (kind, lim) in enumerate(kinds))
+    return f'<robot name="three">{links}{joints}</robot>'
+
+
+@pytest.mark.safety
+def test_rogue_goal_beyond_the_urdf_limit_is_stopped_by_the_executors_own_limits(ros_graph):
+    """No position limits in the parameters: the executor takes them from robot_description
+    (as the gate does) and refuses goals until it has them. A goal from another node naming an
+    allowed source (the allow-list cannot tell) that runs past the URDF limit aborts
+    LIMIT_VIOLATED with the joint, value and limit, and never sends a setpoint beyond it."""
+    rig = Rig(ros_graph, server={'require_position_limits': True})
+    res = rig.run(rig.goal([0.5], [[0.1] * 3]))
+    assert res.error_code == R.NO_ROBOT_MODEL, res.error_string
+    assert 'robot_description' in res.error_string
+    pub = rig.node.create_publisher(String, DESCRIPTION_TOPIC, LATCHED)
+    pub.publish(String(data=_urdf(0.3)))
+    wait_until(lambda: rig.server.core.position_limits is not None, 10.0, 'URDF limits')
+    assert 'robot_description' in rig.server.core.limits_source
+    t0 = rig.now()
+    res = rig.run(rig.goal([1.0], [[0.6, 0.1, 0.1]]))      # j1 past its URDF upper 0.3
+    assert res.error_code == R.LIMIT_VIOLATED, res.error_string
+    assert 'joint j1' in res.error_string and '[-1, 0.3]' in res.error_string
+    assert 'robot_description' in res.error_string
+    msgs = rig.commanded_since(t0)
+    assert msgs and max(m.position[0] for m in msgs) <= 0.3     # never sent, never clamped
+    assert max(m.position[0] for m in msgs) > 0.25              # it did move up to there
+
+
+def test_position_limit_parameters_beyond_the_urdf_make_its_model_unusable(ros_graph):
+    """Parameters may only tighten the URDF's limits: ones beyond them refuse every goal."""
+    strict = Rig(ros_graph, server={'require_position_limits': True,
+                                    'position_lower': [-1.0] * 3,
+                                    'position_upper': [0.5, 1.0, 1.0]})
+    pub = strict.node.create_publisher(String, DESCRIPTION_TOPIC, LATCHED)
+    pub.publish(String(data=_urdf(0.3)))
+    wait_until(lambda: strict.server.core.supervision_error(time.monotonic()) is not None and
+               'outside the URDF limits' in str(
+                   strict.server.core.supervision_error(time.monotonic())), 10.0,
+               'URDF refused')
+    res = strict.run(strict.goal([0.5], [[0.1] * 3]))
+    assert res.error_code == R.NO_ROBOT_MODEL, res.error_string
+    assert "'j1' [-1, 0.5] is outside the URDF limits [-1, 0.3]" in res.error_string
 
 
 @pytest.mark.safety

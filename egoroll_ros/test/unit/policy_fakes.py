@@ -3,8 +3,8 @@
 ``FakePolicy`` is loaded as backend ``policy_fakes:FakePolicy``; its checkpoint is a
 directory with ``fake.json``; a ``mode`` file there (re-read on every predict) switches
 behaviour across processes: zeros, hold (repeat the state + offset), wrap, nan, raise,
-crash, die (a message on stderr, then exit), hang, slow. ``download`` in fake.json makes
-the load fetch that URL (the worker must refuse it).
+crash, die (a message on stderr, then exit), hang, slow, sleep:SECONDS. ``download`` in
+fake.json makes the load fetch that URL (the worker must refuse it).
 """
 
 from __future__ import annotations
@@ -104,6 +104,8 @@ class FakePolicy(Policy):
             out = np.zeros((h, a))
             out[1, 2] = np.nan
             return out
+        if mode.startswith('sleep:'):   # sleep:SECONDS, then hold
+            time.sleep(float(mode.split(':', 1)[1]))
         if mode == 'slow':
             time.sleep(random.uniform(0.0, 0.002))
         if mode == 'wrap':  # state + offset, wrapped to [-pi, pi) like a naive policy

@@ -9,7 +9,8 @@ from egoroll_ros.core.executor import EXECUTING, HOLDING, STOPPING
 from egoroll_ros.errors import ConfigError
 
 VMAX, AMAX, JMAX = 2.0, 10.0, 400.0
-BLEND = dict(seam='blend', max_jerk=(JMAX, JMAX), blend_time=0.1, max_blend_time=0.4)
+BLEND = dict(seam='blend', max_jerk=(JMAX, JMAX), blend_time=0.1, max_blend_time=0.4,
+             max_acceleration=(AMAX, AMAX))
 
 
 def _diffs(rig, start=0):

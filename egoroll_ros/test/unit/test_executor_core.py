@@ -9,6 +9,7 @@ from egoroll_ros.core.executor import (
     ExecutorConfig,
     ExecutorCore,
     MeasuredState,
+    resolve_position_limits,
     validate_goal,
 )
 from egoroll_ros.core.types import JointTrajectoryData
@@ -21,7 +22,7 @@ DT = 1.0 / RATE
 
 def _cfg(**kw):
     base = dict(joints=J, control_rate=RATE, state_timeout=0.1, max_velocity=(2.0, 2.0),
-                max_acceleration=(10.0, 10.0))
+                max_acceleration=(40.0, 40.0))
     base.update(kw)
     return ExecutorConfig(**base)
 
@@ -387,3 +388,118 @@ def test_position_limits_need_one_value_per_joint_and_lower_below_upper():
         _cfg(position_lower=(0.0,), position_upper=(1.0, 1.0))
     with pytest.raises(ConfigError, match='lower must be below upper'):
         _cfg(position_lower=(1.0, 0.0), position_upper=(0.0, 1.0))
+
+
+def test_a_splice_beyond_max_acceleration_is_refused_before_any_motion():
+    rig = Rig(max_acceleration=(10.0, 10.0))
+    rig.goal([0.5], [[0.0, 0.5]], seq=1)     # cubic from rest: 12 rad/s^2 on joint b
+    rig.run(DT)
+    assert rig.codes() == [(1, 'LIMIT_VIOLATED')]
+    msg = rig.outcomes[0].message
+    assert 'joint b' in msg and 'max_acceleration 10' in msg, msg
+    assert all(np.array_equal(s.positions, np.zeros(2)) for s in rig.setpoints)
+
+
+def test_every_setpoint_is_checked_against_max_acceleration_and_held_unclamped():
+    """Linear interpolation turns a knot's velocity step into one period of acceleration, which
+    the goal keeps (~0.075 rad/s in 0.01 s = 7.5 rad/s^2); ticks 3 ms apart across that knot
+    would send it as ~25 rad/s^2: the setpoint is refused, the goal aborts LIMIT_VIOLATED
+    naming the joint, the value and the limit, and the arm holds at the last setpoint sent."""
+    rig = Rig(max_acceleration=(10.0, 10.0), interpolation='linear')
+    rig.goal([0.1, 0.2], [[0.005, 0.0], [0.018, 0.0]], seq=1)
+    rig.run(0.05)
+    knot = rig.core.motion.times[1]
+    ticks = [knot - 0.003, knot, knot + 0.003]
+    assert rig.t < ticks[0]
+    for t in ticks:
+        rig.t = t
+        rig.core.update_measured(rig.q, None, t)
+        res = rig.core.tick(t)
+        rig.outcomes += res.outcomes
+        rig.setpoints.append(res.setpoint)
+    assert rig.codes() == [(1, 'LIMIT_VIOLATED')]
+    msg = rig.outcomes[0].message
+    assert 'acceleration of joint a' in msg and 'max_acceleration 10' in msg, msg
+    value = float(msg.split('joint a ')[1].split()[0])
+    assert value > 20.0     # ~0.075 rad/s in 3 ms
+    assert rig.core.state == HOLDING
+    np.testing.assert_array_equal(rig.setpoints[-1].positions, rig.setpoints[-2].positions)
+    rig.run(0.2)
+    assert all(np.array_equal(s.positions, rig.setpoints[-1].positions)
+               for s in rig.setpoints[-21:])
+
+
+def test_motions_within_max_acceleration_never_abort_whatever_the_tick_jitter():
+    """The check is a divided difference at the setpoints' own times: ticks late by up to two
+    periods (as on a loaded machine) see the same motion, so a deceleration at exactly
+    max_acceleration and jerk-limited blends pass."""
+    rng = np.random.default_rng(7)
+    for extra in ({'stop_behavior': 'decelerate'},
+                  {'seam': 'blend', 'max_jerk': (400.0, 400.0), 'blend_time': 0.1}):
+        rig = Rig(max_acceleration=(5.0, 5.0), **extra)
+        blend = 'seam' in extra
+
+        def chunk(slope, rig=rig):
+            times = np.arange(1, 21) * 0.05
+            return times, rig.q + np.outer(times, slope)
+
+        if blend:
+            rig.goal(*chunk([0.3, -0.2]), seq=1)
+        else:
+            rig.goal([2.0], [[1.0, -0.5]], seq=1)
+        for i in range(300):
+            rig.t += DT * rng.choice([0.3, 1.0, 1.0, 2.0, 2.7])
+            rig.core.update_measured(rig.q, None, rig.t)
+            if blend and i in (40, 80):
+                rig.goal(*chunk([-0.3, 0.3] if i == 40 else [0.2, 0.1]), seq=i)
+            if not blend and i == 100:
+                assert rig.core.cancel(1, rig.t) and rig.core.state == STOPPING
+            res = rig.core.tick(rig.t)
+            rig.outcomes += res.outcomes
+            if res.setpoint is not None:
+                rig.q = res.setpoint.positions.copy()
+        codes = [c for _, c in rig.codes()]
+        assert codes == (['PREEMPTED', 'PREEMPTED', 'SUCCESSFUL'] if blend else ['CANCELED']), \
+            rig.outcomes
+        assert rig.core.state == HOLDING
+
+
+URDF = {'a': (-1.0, 0.5), 'b': (-np.inf, np.inf), 'gripper': (0.0, 0.04)}
+
+
+def test_position_limits_come_from_the_urdf_and_configured_ones_may_only_tighten():
+    lo, hi = resolve_position_limits(_cfg(), URDF, 'arm.urdf')
+    np.testing.assert_array_equal(lo, [-1.0, -np.inf])
+    np.testing.assert_array_equal(hi, [0.5, np.inf])          # b is continuous
+    lo, hi = resolve_position_limits(_cfg(position_lower=(-0.5, -3.0),
+                                          position_upper=(0.4, 3.0)), URDF, 'arm.urdf')
+    np.testing.assert_array_equal(lo, [-0.5, -3.0])
+    np.testing.assert_array_equal(hi, [0.4, 3.0])
+    with pytest.raises(ConfigError, match=r"'a' \[-0.5, 0.6\] is outside the URDF limits "
+                       r'\[-1, 0.5\] of arm.urdf'):
+        resolve_position_limits(_cfg(position_lower=(-0.5, -3.0), position_upper=(0.6, 3.0)),
+                                URDF, 'arm.urdf')
+    with pytest.raises(ConfigError, match="'b' is not a movable joint of arm.urdf"):
+        resolve_position_limits(_cfg(), {'a': (-1.0, 1.0)}, 'arm.urdf')
+    assert resolve_position_limits(_cfg(), None) is None
+
+
+def test_without_position_limits_goals_are_refused_until_a_fitting_robot_model_arrives():
+    rig = Rig(require_position_limits=True)
+    err = rig.core.supervision_error(rig.t)
+    assert err is not None and err.code == 'NO_ROBOT_MODEL' and 'robot_description' in str(err)
+    rig.core.set_urdf_limits(URDF, 'robot_description', rig.t)
+    assert rig.core.supervision_error(rig.t) is None
+    rig.goal([1.0], [[0.8, 0.2]], seq=1)     # joint a would pass the URDF's 0.5
+    rig.run(1.2)
+    assert rig.codes() == [(1, 'LIMIT_VIOLATED')]
+    assert 'joint a' in rig.outcomes[0].message and '0.5' in rig.outcomes[0].message
+    assert 'robot_description' in rig.outcomes[0].message
+    assert all(s.positions[0] <= 0.5 for s in rig.setpoints)
+    # A new description that does not fit ends the running goal and refuses new ones.
+    rig.goal([2.0], [[0.0, 0.5]], seq=2)
+    rig.run(0.2)
+    rig.core.set_urdf_limits({'a': (-1.0, 1.0)}, 'robot_description', rig.t)
+    rig.run(DT)
+    assert rig.codes()[-1] == (2, 'NO_ROBOT_MODEL')
+    assert rig.core.supervision_error(rig.t).code == 'NO_ROBOT_MODEL'

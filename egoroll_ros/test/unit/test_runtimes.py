@@ -115,3 +115,36 @@ def test_an_edited_lock_is_a_new_runtime(tmp_path: Path, runtimes_dir: Path) -> 
     first = spec.directory
     spec.lock.write_text('# another lock\n')
     assert spec.directory != first and not spec.ready()
+
+
+# What pip 23-25 print for a broken requirement (the Humble-like env's one known line first).
+_PIP_CHECK = (
+    'cmeel-boost 1.83.0 has requirement numpy~=1.26.0; python_version >= "3.9", but you have '
+    'numpy 1.21.5.\n'
+    'eigenpy 3.5.1 has requirement numpy<2.3,>=1.26, but you have numpy 1.21.5.\n'
+    'pin 2.7.0 requires hpp-fcl, which is not installed.\n')
+
+
+def test_pip_check_exemption_covers_exactly_the_named_requirement() -> None:
+    lines = _PIP_CHECK.splitlines()
+    assert runtimes.unexempted_pip_check(_PIP_CHECK, (('cmeel_boost', 'NumPy'),)) == lines[1:]
+    assert runtimes.unexempted_pip_check(lines[0], (('cmeel-boost', 'numpy'),)) == []
+    # The same distribution's other requirement, or another distribution's numpy: not covered.
+    assert runtimes.unexempted_pip_check(lines[2], (('pin', 'numpy'),)) == [lines[2]]
+    assert runtimes.unexempted_pip_check(_PIP_CHECK, ()) == lines
+
+
+def test_pip_check_lines_of_another_form_are_never_exempt() -> None:
+    odd = 'cmeel-boost 1.83.0 is not supported on this platform'
+    assert runtimes.unexempted_pip_check(odd, (('cmeel-boost', 'numpy'),)) == [odd]
+
+
+def test_distro_locks_pin_the_robot_half_and_no_torch() -> None:
+    root = Path(__file__).resolve().parents[3]
+    for name, numpy in (('jazzy', '1.26.4'), ('humble', '1.21.5')):
+        lines = [ln for ln in (root / 'tools' / 'distros' / f'{name}.lock').read_text()
+                 .splitlines() if ln and not ln.startswith('#')]
+        pins = dict(ln.split('==') for ln in lines)
+        assert pins['numpy'] == numpy and pins['pin'] == '2.7.0'
+        assert 'torch' not in pins and 'ros-jazzy-rclpy' in pins
+        assert not [n for n in pins if n.startswith(('ros-kilted-', 'ros-humble-'))]

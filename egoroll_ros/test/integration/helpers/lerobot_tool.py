@@ -10,6 +10,10 @@
         postprocessor) on every frame of OBS_NPZ, n_action_steps calls per frame; writes the
         actions as one (n_action_steps, A) chunk per frame. OBS_NPZ holds ``frames`` (count),
         ``task`` (optional) and per frame ``<k>/<feature>`` arrays.
+    python lerobot_tool.py dataset ROOT REPO_ID OUT_NPZ
+        Loads the dataset at ROOT with LeRobot's own ``LeRobotDataset`` and writes every frame:
+        ``fps``, ``features`` (JSON text), and stacked ``<feature>`` arrays (images back to
+        HxWx3 uint8; ``timestamp``, ``episode_index``, ``task``).
     python lerobot_tool.py bench CKPT OBS_NPZ N
         Times N in-process calls of the chunk path (predict_action_chunk) for benchmarks.
 
@@ -153,11 +157,30 @@ def bench(ckpt: str, obs_npz: str, n: int) -> None:
     print(json.dumps({'seconds': times}))
 
 
+def dataset(root: str, repo_id: str, out_npz: str) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    ds = LeRobotDataset(repo_id, root=root)
+    cols: dict[str, list] = {}
+    for i in range(len(ds)):
+        for k, v in ds[i].items():
+            if k.startswith('observation.images.'):
+                v = (v.permute(1, 2, 0).numpy() * 255.0).round().astype(np.uint8)
+            elif isinstance(v, torch.Tensor):
+                v = v.numpy()
+            cols.setdefault(k, []).append(v)
+    arrays = {k: np.stack([np.asarray(x) for x in v]) for k, v in cols.items()}
+    np.savez(out_npz, fps=np.asarray(ds.fps), features=np.asarray(json.dumps(
+        {k: {'dtype': f['dtype'], 'shape': list(f['shape']), 'names': f.get('names')}
+         for k, f in ds.meta.features.items()})), **arrays)
+
+
 def main(argv: list[str]) -> int:
     if argv[1] == 'make':
         make(argv[2], json.loads(argv[3]))
     elif argv[1] == 'infer':
         infer(argv[2], argv[3], argv[4], int(argv[5]) if len(argv) > 5 else None)
+    elif argv[1] == 'dataset':
+        dataset(argv[2], argv[3], argv[4])
     elif argv[1] == 'bench':
         bench(argv[2], argv[3], int(argv[4]))
     else:
