@@ -19,13 +19,13 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
-from rclpy.action import ActionClient
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
+from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import chunk_to_msg, trajectory_to_msg
 from egoroll_ros.testing import wait_until
 
@@ -56,7 +56,8 @@ def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothi
         wait_publishers=['joint_states'])
     launcher.start('trajectory_server', 'trajectory_server', params=dict(
         joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0], state_timeout=3.0,
-        urdf_path=urdf,
+        urdf_path=urdf, blend_time=0.1, seam='blend', max_jerk=[1000.0] * 7 + [50.0],
+        max_blend_time=0.4,
         control_rate=RATE, heartbeat_timeout=HEARTBEAT_TIMEOUT, command_timeout=0.0,
         max_late_ticks=0, diagnostics_rate=10.0), wait_actions=['execute_trajectory'])
     gate = launcher.start('safety_gate', 'safety_gate',
