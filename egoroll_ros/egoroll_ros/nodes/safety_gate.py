@@ -16,7 +16,6 @@ from typing import Any
 
 from action_msgs.msg import GoalInfo
 from action_msgs.srv import CancelGoal
-from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -56,6 +55,7 @@ from egoroll_ros.core.interlock import (
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import TrajectoryError
+from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import (
     cartesian_chunk_from_msg,
     chunk_from_msg,
