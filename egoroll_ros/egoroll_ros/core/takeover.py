@@ -156,7 +156,8 @@ class TakeoverConfig:
 
 def takeover_config_from_params(values: Mapping[str, object]) -> TakeoverConfig:
     """A :class:`TakeoverConfig` from policy_node's parameter values (``takeover.*``, and
-    ``max_age.joint_states``).
+    ``max_age.joint_states``, ``max_age.quest``; ``quest.toggle_button`` must differ from
+    ``takeover.button``).
 
     Raises:
         ConfigError: naming the parameter.
@@ -170,6 +171,10 @@ def takeover_config_from_params(values: Mapping[str, object]) -> TakeoverConfig:
     if len(ctrls) != len(arms):
         raise ConfigError(f"parameter 'takeover.controllers': needs one controller (left or "
                           f'right) per takeover.arms entry ({len(arms)}), got {len(ctrls)}')
+    button, toggle = values.get('takeover.button', -1), values.get('quest.toggle_button', -1)
+    if arms and isinstance(button, int) and button >= 0 and button == toggle:
+        raise ConfigError(f"parameter 'takeover.button': {button} is also quest.toggle_button "
+                          '(start/stop); one button, one meaning')
     return TakeoverConfig(
         arms=tuple(TakeoverArm(a, f, c) for a, f, c in zip(arms, frames, ctrls, strict=True)),
         rate=float(values.get('takeover.rate', 30.0)),

@@ -15,7 +15,6 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PointStamped
 import numpy as np
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
@@ -68,7 +67,6 @@ class DemoSupervisor(Node):
         self.q: np.ndarray | None = None
         self.status: RolloutStatus | None = None
         self.tool_distance = float('nan')
-        self._safety = MutuallyExclusiveCallbackGroup()
         self._joy_pub = self.create_publisher(Joy, 'quest/joy', 10)
         self._target_pub = self.create_publisher(PointStamped, 'sim/target', 10)
         self.create_subscription(JointState, 'joint_states', self._on_joints,
@@ -81,7 +79,7 @@ class DemoSupervisor(Node):
         self._forward_latency: dict[int, float] = {}
         self.create_subscription(RolloutStatus, 'policy/status', self._on_status, 10)
         self.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50)
-        self.create_timer(0.05, self._publish_joy, callback_group=self._safety)
+        self.create_timer(0.05, self._publish_joy)
         self.create_timer(0.1, self._update_task)
         self._policy_clients = {name: self.create_client(Trigger, f'policy/{name}')
                         for name in ('preflight', 'start', 'stop')}

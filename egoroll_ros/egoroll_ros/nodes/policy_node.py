@@ -23,9 +23,10 @@ import time
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.task import Future
 from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -77,7 +78,7 @@ from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
-from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
+from egoroll_ros.ros.runner import run_node, wait_for, wake_executor
 from egoroll_ros.ros.takeover import PARAMS as TAKEOVER_PARAMS
 from egoroll_ros.ros.takeover import TakeoverHook
 
@@ -274,35 +275,33 @@ class PolicyNode(LifecycleNode):
         self._debounce = ButtonDebouncer(self.p['quest.debounce_time'])
         self._closing = False
         self._wake = threading.Event()
-        self._preflight_req: threading.Event | None = None
-        self._preflight_result: tuple[bool, str] = (False, '')
+        self._preflight_req: Future | None = None
         self._req_lock = threading.Lock()
         self._reset_generation = -1
 
-        inputs_group = ReentrantCallbackGroup()
-        self._srv_group = MutuallyExclusiveCallbackGroup()
-        status_group = MutuallyExclusiveCallbackGroup()
+        # The services' coroutines (preflight awaits the worker, stop awaits the gate) hold
+        # their callback group while they wait: a reentrant group of their own, so a stop is
+        # served during a preflight, and the default group (every other callback) stays free.
+        self._srv_group = ReentrantCallbackGroup()
         for cam in self.cameras:
             mtype, topic = (CompressedImage, f'camera/{cam.name}/image_raw/compressed') \
                 if cam.compressed else (Image, f'camera/{cam.name}/image_raw')
             self.create_subscription(mtype, topic, self._camera_cb(camera_input(cam.name)),
-                                     qos_profile_sensor_data, callback_group=inputs_group)
+                                     qos_profile_sensor_data)
         self.create_subscription(JointState, 'joint_states', self._on_joint_states,
-                                 qos_profile_sensor_data, callback_group=inputs_group)
-        self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data,
-                                 callback_group=inputs_group)
+                                 qos_profile_sensor_data)
+        self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
         for name in (QUEST_LEFT, QUEST_RIGHT):
             self.create_subscription(PoseStamped, name, self._pose_cb(name),
-                                     qos_profile_sensor_data, callback_group=inputs_group)
+                                     qos_profile_sensor_data)
         self.chunk_pub = self.create_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
         # Operator takeover: teleop chunks on policy/chunk, the policy in shadow meanwhile.
         self.takeover = TakeoverHook(self, self.p, self.inputs, self.sm, self.chunk_pub.publish,
-                                     self.p['frame_id'], MutuallyExclusiveCallbackGroup())
+                                     self.p['frame_id'])
         self.markers = ChunkMarkers(self, self.p['markers.frames'], self.p['urdf_path'])
         self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
         self._last_status: RolloutStatus | None = None
-        self._diagnostics = DiagnosticsUpdater(self, 1.0, timer=True,
-                                               callback_group=status_group)
+        self._diagnostics = DiagnosticsUpdater(self, 1.0, timer=True)
         self._diagnostics.add('rollout', self._rollout_status)
         self.create_service(Trigger, 'policy/preflight', self._srv_preflight,
                             callback_group=self._srv_group)
@@ -313,23 +312,18 @@ class PolicyNode(LifecycleNode):
         self._shadow_seq: int | None = None
         self._shadow_verdict: tuple[bool, str] | None = None
         if self.p['gate.require_preflight_acceptance']:
-            self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, _RELIABLE,
-                                     callback_group=inputs_group)
+            self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, _RELIABLE)
         else:
             self.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
                                       "start does not wait for the gate's word on the preflight")
         self._gate_stop = None
         if self.p['gate.stop_service']:
-            # Not in the services' group: policy/stop awaits this client's answer from inside
-            # that (mutually exclusive) group.
-            self._gate_stop = self.create_client(Trigger, self.p['gate.stop_service'],
-                                                 callback_group=ReentrantCallbackGroup())
+            self._gate_stop = self.create_client(Trigger, self.p['gate.stop_service'])
         else:
             self.get_logger().warning("parameter 'gate.stop_service' is empty: a stop only "
                                       'stops publishing; the running chunk goes on until the '
                                       "executor's command_timeout")
-        self.create_timer(1.0 / self.p['status_rate'], self._publish_status,
-                          callback_group=status_group)
+        self.create_timer(1.0 / self.p['status_rate'], self._publish_status)
         self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
                                         daemon=True)
         self._worker.start()
@@ -340,7 +334,7 @@ class PolicyNode(LifecycleNode):
                                    and not self.setup.cartesian.urdf_path)
         if self._needs_description:
             self.create_subscription(String, DESCRIPTION_TOPIC, self._on_description,
-                                     LATCHED, callback_group=status_group)
+                                     LATCHED)
         if self.p['autoconfigure']:
             if self._needs_description:
                 self.sm.unconfigured('waiting for robot_description (Cartesian policy, no '
@@ -512,9 +506,9 @@ class PolicyNode(LifecycleNode):
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
                              res: Trigger.Response) -> Trigger.Response:
-        # A coroutine: the inference runs on the worker thread and this callback yields to the
-        # executor until it is done, so the node's (single) executor thread keeps taking
-        # inputs, status and stop requests meanwhile. The worker wakes the executor when done.
+        # A coroutine: the inference runs on the worker thread and this callback awaits its
+        # result, so the node's (single) executor thread keeps taking inputs, status and stop
+        # requests meanwhile.
         if not self.active or self.policy is None:
             res.success, res.message = False, f'not active ({self.sm.detail})'
             return res
@@ -523,19 +517,16 @@ class PolicyNode(LifecycleNode):
         except TransitionError as exc:
             res.success, res.message = False, str(exc)
             return res
-        done = threading.Event()
+        done: Future = Future()
         with self._req_lock:
             self._preflight_req = done
         self._wake.set()
         limit = 3.0 * self.p['policy.request_timeout'] + 5.0
-        deadline = time.monotonic() + limit
-        while not done.is_set() and time.monotonic() < deadline:
-            await next_turn()
-        if not done.is_set():
+        if not await wait_for(self, done, limit):
             self.sm.fault(f'preflight did not finish within {limit:g} s')
             res.success, res.message = False, f'preflight timed out after {limit:g} s'
             return res
-        res.success, res.message = self._preflight_result
+        res.success, res.message = done.result()
         return res
 
     def _on_verdict(self, msg: GateVerdict) -> None:
@@ -587,7 +578,6 @@ class PolicyNode(LifecycleNode):
                            "(gate.stop_service ''): motion is NOT confirmed stopped")
             return res
         limit = self.p['gate.stop_timeout']
-        deadline = time.monotonic() + limit
         if not self._gate_stop.service_is_ready():
             res.success = False
             res.message = (f'stopped publishing (was {old.name}), but the safety gate '
@@ -595,9 +585,7 @@ class PolicyNode(LifecycleNode):
                            "(the executor's heartbeat and command timeouts still stop it)")
             return res
         future = self._gate_stop.call_async(Trigger.Request())
-        while not future.done() and time.monotonic() < deadline:
-            await next_turn()
-        if not future.done():
+        if not await wait_for(self, future, limit):
             res.success = False
             res.message = (f'stopped publishing (was {old.name}), but the safety gate did not '
                            f'answer within {limit:g} s: hold NOT confirmed')
@@ -641,9 +629,7 @@ class PolicyNode(LifecycleNode):
             with self._req_lock:
                 req, self._preflight_req = self._preflight_req, None
             if req is not None:
-                self._preflight_result = self._do_preflight()
-                req.set()
-                wake_executor(self)
+                req.set_result(self._do_preflight())   # wakes the awaiting service
                 continue
             now = time.monotonic()
             gen = self.sm.generation

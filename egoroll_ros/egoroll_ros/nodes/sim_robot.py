@@ -13,7 +13,6 @@ import time
 
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -95,13 +94,9 @@ class SimRobot(Node):
                    'float64_multi_array': (Float64MultiArray, self._on_array_command),
                    'joint_trajectory': (JointTrajectory, self._on_trajectory_command)}
         msg_type, cb = handler[self.interface]
-        # One group per entity: an entity whose group is busy makes rclpy's multi-threaded
-        # executor spin on it (shared state is guarded by self._lock instead).
-        self._cmd_sub = self.create_subscription(
-            msg_type, 'command', cb, 10, callback_group=MutuallyExclusiveCallbackGroup())
+        self._cmd_sub = self.create_subscription(msg_type, 'command', cb, 10)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self._timer = self.create_timer(1.0 / p['rate'], self._step,
-                                       callback_group=MutuallyExclusiveCallbackGroup())
+        self._timer = self.create_timer(1.0 / p['rate'], self._step)
         self.get_logger().info(f'simulating {len(self.joints)} joints, command interface '
                                f'{self.interface}')
 

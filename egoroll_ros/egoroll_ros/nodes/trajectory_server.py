@@ -10,8 +10,8 @@ and publishes each setpoint while holding the same lock the cancel callback take
 cancel has been processed (and before its result is sent) no setpoint of the old trajectory can
 go out. The node spins on ONE executor thread (rclpy's multi-threaded executor delayed
 joint_states by up to 0.25 s on a loaded 2-core machine: benchmarks/bench_executors.py).
-Execute callbacks are coroutines: each waits for its goal's outcome by yielding to the
-executor until the control thread sets the goal's event and wakes the executor.
+Execute callbacks are coroutines: each awaits its goal's outcome, a future the control thread
+completes (and then wakes the executor).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import time
 
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.task import Future
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -155,8 +155,8 @@ PARAMS = [
 class _Waiter:
     def __init__(self, handle: object) -> None:
         self.handle = handle
-        self.event = threading.Event()
-        self.outcome: Outcome | None = None
+        #: The goal's outcome (None: the server shut down before the goal had one).
+        self.done: Future = Future()
 
 
 class TrajectoryServer(Node):
@@ -206,8 +206,7 @@ class TrajectoryServer(Node):
         self._diagnostics = DiagnosticsUpdater(self, 1.0 / p['diagnostics_rate'])
         self._diagnostics.add('executor', self._executor_status)
         self._state_sub = self.create_subscription(
-            JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data,
-            callback_group=MutuallyExclusiveCallbackGroup())
+            JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data)
         self._heartbeat_sub = self.create_subscription(
             InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -231,7 +230,7 @@ class TrajectoryServer(Node):
         self._action = ActionServer(
             self, ExecuteTrajectory, 'execute_trajectory',
             execute_callback=self._execute, goal_callback=lambda _goal: GoalResponse.ACCEPT,
-            cancel_callback=self._on_cancel, callback_group=ReentrantCallbackGroup())
+            cancel_callback=self._on_cancel)
 
         self._running = True
         self._thread = threading.Thread(target=self._control_loop, name='control_loop',
@@ -311,11 +310,7 @@ class TrajectoryServer(Node):
             goal_handle.abort()
             return ExecuteTrajectory.Result(error_code=CODES.get(exc.code, -1),
                                             error_string=f'{exc.code}: {exc}')
-        while not waiter.event.is_set():
-            if not self._running and waiter.outcome is None:
-                break
-            await next_turn()
-        out = waiter.outcome
+        out = await waiter.done
         if out is None:
             out = Outcome(key, 'SHUTDOWN', 'the server is shutting down', 0, goal.sequence)
         result = ExecuteTrajectory.Result(error_code=CODES[out.code],
@@ -374,9 +369,8 @@ class TrajectoryServer(Node):
             if out.code not in ('SUCCESSFUL', 'PREEMPTED', 'CANCELED'):
                 self.get_logger().warning(f'goal sequence {out.sequence} ended {out.code}: '
                                           f'{out.message}')
-            if waiter is not None:
-                waiter.outcome = out
-                waiter.event.set()
+            if waiter is not None and not waiter.done.done():
+                waiter.done.set_result(out)
         if outcomes:
             wake_executor(self)
 
@@ -513,6 +507,11 @@ class TrajectoryServer(Node):
             self.core.halt(time.monotonic(), 'SHUTDOWN', 'the server is shutting down')
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
+        # A goal registered but not (yet) in the core has no outcome: it ends SHUTDOWN too.
+        for waiter in list(self._waiters.values()):
+            if not waiter.done.done():
+                waiter.done.set_result(None)
+        wake_executor(self)
 
 
 def main(args: list[str] | None = None) -> int:

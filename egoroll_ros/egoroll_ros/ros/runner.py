@@ -8,12 +8,14 @@ import signal
 import sys
 
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import (
     ExternalShutdownException,
     MultiThreadedExecutor,
     SingleThreadedExecutor,
 )
 from rclpy.node import Node
+from rclpy.task import Future
 
 from egoroll_ros.errors import EgorollError
 
@@ -32,11 +34,41 @@ def next_turn() -> _NextTurn:
 
 def wake_executor(node: Node) -> None:
     """Wake the executor spinning ``node`` (from another thread), so coroutine callbacks
-    waiting in :func:`next_turn` resume now. Does nothing while shutting down."""
+    awaiting a future that thread completed resume now. Does nothing while shutting down."""
     executor = node.executor
     if executor is not None:
         with contextlib.suppress(Exception):  # shutting down: nothing left to resume
             executor.wake()
+
+
+async def wait_for(node: Node, future: Future, timeout: float) -> bool:
+    """Await ``future`` in a coroutine callback of ``node`` for at most ``timeout`` seconds
+    (steady clock), without polling.
+
+    The coroutine sleeps until ``future`` completes (on any thread: a client's answer, or a
+    worker thread's ``set_result``) or a one-shot steady-clock timer fires; either wakes the
+    executor once. The future itself is left as it is (a late result still lands in it).
+
+    Returns:
+        Whether ``future`` is done.
+    """
+    if future.done():
+        return True
+    woken: Future = Future()
+
+    def wake(_: object = None) -> None:
+        if not woken.done():
+            woken.set_result(None)
+            wake_executor(node)
+
+    future.add_done_callback(wake)
+    timer = node.create_timer(timeout, lambda: wake(),
+                              clock=Clock(clock_type=ClockType.STEADY_TIME))
+    try:
+        await woken
+    finally:
+        node.destroy_timer(timer)
+    return future.done()
 
 
 class _InterruptOnce:

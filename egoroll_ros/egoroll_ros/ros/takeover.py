@@ -12,6 +12,7 @@ lives here. See docs/takeover.md.
 from __future__ import annotations
 
 from collections.abc import Callable
+import dataclasses
 import time
 from typing import Any
 
@@ -135,10 +136,21 @@ class TakeoverHook:
             return None
         return measured_poses(model, self.core.config, js.value.names, js.value.positions)
 
+    def _follow_limits(self) -> None:
+        """Take the node's live max_age.quest / max_age.joint_states (they apply live)."""
+        cfg, p = self.core.config, self._p
+        if (cfg.max_pose_age, cfg.max_joint_state_age) != (p['max_age.quest'],
+                                                           p['max_age.joint_states']):
+            with self.core.lock:
+                self.core.config = dataclasses.replace(
+                    cfg, max_pose_age=p['max_age.quest'],
+                    max_joint_state_age=p['max_age.joint_states'])
+
     # ---------------------------------------------------------------- requests
     def request(self, on: bool, how: str) -> tuple[bool, str]:
         """Take over (``on``) or hand back; (success, message)."""
         now = time.monotonic()
+        self._follow_limits()
         log = self._node.get_logger()
         if not on:
             with self._sm.lock:
@@ -155,6 +167,7 @@ class TakeoverHook:
                 msg = self.core.begin(self._sm.generation, self._sm.state is State.RUNNING,
                                       snapshot, measured, now)
                 self._needs_anchor = False
+                self.detail = ''
         except TakeoverError as exc:
             text = str(exc)
             if 'no robot model' in text:
@@ -198,6 +211,7 @@ class TakeoverHook:
 
     def _tick(self) -> None:
         now = time.monotonic()
+        self._follow_limits()
         sm = self._sm
         with sm.lock:
             if self.core.sync(sm.generation, sm.state is State.RUNNING, now):

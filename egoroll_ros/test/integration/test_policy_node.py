@@ -339,3 +339,27 @@ def test_start_needs_the_gates_accepted_verdict_on_the_preflight_shadow_chunk(ro
     wait_until(lambda: _call(node, 'start').success, 5.0, 'start after the acceptance')
     assert node.sm.state is State.RUNNING
     _call(node, 'stop')
+
+
+def test_stop_is_served_while_a_preflight_waits_for_the_worker(ros_graph, tmp_path):
+    """policy/preflight awaits the worker's inference; policy/stop must not wait behind it
+    (both are coroutines: in one mutually exclusive group the stop would queue until the
+    preflight returned)."""
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='sleep:6')
+    node = _node(ros_graph, ck)
+    Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    clients = {n: probe.create_client(Trigger, f'policy/{n}') for n in ('preflight', 'stop')}
+    for c in clients.values():
+        assert c.wait_for_service(timeout_sec=10)
+    _wait_fresh(node)
+    preflight = clients['preflight'].call_async(Trigger.Request())
+    wait_until(lambda: node.sm.state is State.PREFLIGHT, 5, 'preflight running')
+    stop = clients['stop'].call_async(Trigger.Request())
+    wait_until(stop.done, 5, 'the stop answered')
+    assert not preflight.done()             # the inference still sleeps on the worker
+    assert stop.result().success and node.sm.state is State.IDLE
+    (ck / 'mode').write_text('hold')
+    wait_until(preflight.done, 15, 'the preflight answered')
+    res = preflight.result()
+    assert not res.success and 'interrupted' in res.message, res.message

@@ -120,6 +120,10 @@ def test_config_errors_name_the_parameter():
         TakeoverConfig(arms=(ARM,), lead=0.3, horizon=0.2)
     with pytest.raises(ConfigError, match="'takeover.controllers'"):
         TakeoverConfig(arms=(ARM, TakeoverArm('b', 'tool1', 'right')))
+    with pytest.raises(ConfigError, match="'takeover.button'.*toggle"):
+        takeover_config_from_params({'takeover.arms': ['arm'], 'takeover.ee_frames': ['t'],
+                                     'takeover.controllers': ['right'], 'takeover.button': 2,
+                                     'quest.toggle_button': 2})
     cfg = takeover_config_from_params({'takeover.arms': [], 'takeover.ee_frames': [],
                                        'takeover.controllers': []})
     assert not cfg.enabled
