@@ -1,8 +1,11 @@
 """policy_node: live inputs -> observation -> policy -> stamped ``policy/chunk``.
 
-A lifecycle node. Configure loads and validates the checkpoint; ``policy/preflight`` runs one
-inference and publishes it as a shadow chunk; ``policy/start`` starts the live rollout (only
-after a passing preflight within ``preflight_validity`` s); ``policy/stop`` stops it. Inference
+A lifecycle node (docs/policy.md, "Rollout control"): configure loads and checks the checkpoint
+and creates the topics, services and the worker; activate allows preflight and start;
+deactivate stops the rollout; cleanup destroys them and releases the policy. ``policy/preflight``
+runs one inference and publishes it as a shadow chunk; ``policy/start`` starts the live
+rollout (only after a passing preflight within ``preflight_validity`` s); ``policy/stop`` stops
+it. Inference
 runs in one dedicated worker thread at ``query_frequency`` with absolute deadlines, never in a
 callback. The logic lives in the pure cores (:mod:`egoroll_ros.core.observation`,
 :mod:`egoroll_ros.core.rollout`, :mod:`egoroll_ros.core.debounce`, :mod:`egoroll_ros.policies`).
