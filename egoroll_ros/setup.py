@@ -22,6 +22,7 @@ setup(
         (os.path.join('share', PACKAGE), ['package.xml']),
         data_dir('launch/*.py', 'launch'),
         data_dir('config/*.yaml', 'config'),
+        data_dir('config/defaults/*.yaml', 'config/defaults'),
         data_dir('config/*.rviz', 'config'),
         data_dir('config/*.xml', 'config'),
         data_dir('urdf/*.urdf', 'urdf'),

@@ -61,11 +61,11 @@ def _extra_ok(v: list[str]) -> str | None:
 
 
 PARAMS = [
-    Param('out_dir', str, '', 'Directory the episodes are written to (episode_<NNNN>); '
-          'required.', read_only=True,
+    Param('out_dir', str, None, 'Directory the episodes are written to (episode_<NNNN>).',
+          read_only=True,
           validate=lambda v: None if v else 'required: the directory to record into'),
     Param('storage', str, 'mcap', 'rosbag2 storage: mcap or sqlite3.', read_only=True,
-          validate=lambda v: None if v in ('mcap', 'sqlite3') else 'must be mcap or sqlite3'),
+          choices=('mcap', 'sqlite3')),
     Param('cameras.names', 'str[]', [], "Cameras recorded (as policy_node's cameras.names).",
           read_only=True),
     Param('cameras.compressed', 'bool[]', [], 'Per camera: the compressed topic (empty: all '

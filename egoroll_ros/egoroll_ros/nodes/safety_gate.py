@@ -17,7 +17,6 @@ from typing import Any
 from action_msgs.msg import GoalInfo
 from action_msgs.srv import CancelGoal
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-from rclpy.action import ActionClient
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -57,6 +56,7 @@ from egoroll_ros.core.interlock import (
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import TrajectoryError
+from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import (
     cartesian_chunk_from_msg,
     chunk_from_msg,
@@ -74,11 +74,6 @@ from egoroll_ros.ros.runner import next_turn, run_node
 _D = GateConfig(joints=('_',))   # defaults of the core, shown in the parameter specs
 _IK = IkParams()
 
-def _positive(value: float) -> str | None:
-    """The core requires these > 0 (core/gate.py GateConfig); ROS ranges are inclusive."""
-    return None if value > 0.0 else f'must be > 0, got {value!r}'
-
-
 PARAMS = [
     Param('joints', 'str[]', None, 'the controlled joints, in order', read_only=True),
     Param('urdf_path', str, '', 'URDF file of the robot; empty: use the robot_description '
@@ -92,17 +87,17 @@ PARAMS = [
     Param('gripper_max', 'float[]', [], 'highest allowed gripper position per gripper joint',
           read_only=True),
     Param('min_point_spacing', float, _D.min_point_spacing, 's, least time between points',
-          min=0.0, read_only=True, validate=_positive),
+          min=0.0, read_only=True, min_exclusive=True),
     Param('max_point_spacing', float, _D.max_point_spacing, 's, most time between points',
-          min=0.0, read_only=True, validate=_positive),
+          min=0.0, read_only=True, min_exclusive=True),
     Param('max_points', int, _D.max_points, 'most points in a chunk', min=1, read_only=True),
     Param('max_chunk_age', float, _D.max_chunk_age, 's, oldest observation stamp accepted',
-          min=0.0, read_only=True, validate=_positive),
+          min=0.0, read_only=True, min_exclusive=True),
     Param('max_future_stamp', float, _D.max_future_stamp, 's, most a stamp may be ahead of '
           'the clock', min=0.0, read_only=True),
     Param('max_joint_state_age', float, _D.max_joint_state_age, 's (steady clock), oldest '
           'joint_states accepted; older: reject chunks and cancel the running goal',
-          min=0.0, read_only=True, validate=_positive),
+          min=0.0, read_only=True, min_exclusive=True),
     Param('position_margin', float, _D.position_margin, 'rad kept from revolute URDF limits',
           min=0.0, read_only=True),
     Param('prismatic_position_margin', float, _D.prismatic_position_margin,
@@ -116,7 +111,7 @@ PARAMS = [
     Param('max_step', 'float[]', list(_D.max_step), 'rad (m) largest change between '
           'consecutive points: one value or one per joint', min=0.0, read_only=True),
     Param('velocity_scale', float, _D.velocity_scale, 'fraction of the URDF velocity limits',
-          min=0.0, max=1.0, read_only=True, validate=_positive),
+          min=0.0, max=1.0, read_only=True, min_exclusive=True),
     Param('acceleration_limits', 'float[]', list(_D.acceleration_limits), 'rad/s^2 (m/s^2): '
           'one value or one per joint', min=0.0, read_only=True),
     Param('jerk_limits', 'float[]', list(_D.jerk_limits), 'rad/s^3 (m/s^3), finite '
@@ -125,17 +120,17 @@ PARAMS = [
     Param('max_start_deviation', 'float[]', list(_D.max_start_deviation), 'rad (m) first '
           'point vs measured: one value or one per joint', min=0.0, read_only=True),
     Param('ee_max_rotation_step', float, _D.ee_max_rotation_step, 'rad between consecutive '
-          'end-effector poses', min=0.0, read_only=True, validate=_positive),
+          'end-effector poses', min=0.0, read_only=True, min_exclusive=True),
     Param('ee_max_translation_step', float, _D.ee_max_translation_step, 'm between '
-          'consecutive end-effector positions', min=0.0, read_only=True, validate=_positive),
+          'consecutive end-effector positions', min=0.0, read_only=True, min_exclusive=True),
     Param('ee_workspace_min', 'float[]', [], 'x, y, z (m, base frame) of the workspace box; '
           'empty: no box', read_only=True),
     Param('ee_workspace_max', 'float[]', [], 'x, y, z (m, base frame) of the workspace box',
           read_only=True),
     Param('ee_soft_translation', float, _D.ee_soft_translation, 'm from the measured pose '
-          'beyond which a chunk needs confirmation', min=0.0, read_only=True, validate=_positive),
+          'beyond which a chunk needs confirmation', min=0.0, read_only=True, min_exclusive=True),
     Param('ee_hard_translation', float, _D.ee_hard_translation, 'm from the measured pose '
-          'beyond which a chunk is rejected', min=0.0, read_only=True, validate=_positive),
+          'beyond which a chunk is rejected', min=0.0, read_only=True, min_exclusive=True),
     Param('disabled_checks', 'str[]', [], 'checks turned OFF (logged as a warning, shown in '
           'diagnostics); one of: ' + ', '.join(OPTIONAL_CHECKS), read_only=True),
     Param('cartesian_arms', 'str[]', [], 'arms that accept Cartesian chunks (end-effector '
@@ -145,23 +140,23 @@ PARAMS = [
     Param('cartesian_gripper_joints', 'str[]', [], "gripper joint of each arm ('' for none), "
           'or empty for none at all', read_only=True),
     Param('ik_position_tolerance', float, _IK.position_tolerance, 'm, IK converged when the '
-          'position error is at most this', min=0.0, read_only=True),
+          'position error is at most this', min=0.0, read_only=True, min_exclusive=True),
     Param('ik_rotation_tolerance', float, _IK.rotation_tolerance, 'rad, IK converged when the '
-          'rotation error is at most this', min=0.0, read_only=True),
+          'rotation error is at most this', min=0.0, read_only=True, min_exclusive=True),
     Param('ik_max_iterations', int, _IK.max_iterations, 'IK iterations per point', min=1,
           read_only=True),
     Param('ik_damping', float, _IK.damping, 'damped least squares lambda^2', min=0.0,
-          read_only=True),
+          read_only=True, min_exclusive=True),
     Param('ik_max_iteration_step', float, _IK.max_iteration_step, 'rad (m), largest joint '
-          'change in one IK iteration', min=0.0, read_only=True),
+          'change in one IK iteration', min=0.0, read_only=True, min_exclusive=True),
     Param('ik_max_joint_jump', float, _IK.max_joint_jump, 'rad (m), largest joint change '
           'between consecutive IK solutions; more is a branch flip (rejected)', min=0.0,
-          read_only=True),
+          read_only=True, min_exclusive=True),
     Param('on_reject', str, 'hold', 'hold: cancel the running goal and latch a fault until '
           'safety/reset; skip: drop the chunk and let the running goal finish',
           choices=('hold', 'skip'), read_only=True),
     Param('confirm_timeout', float, 10.0, 's a chunk waits for confirmation', min=0.0,
-          read_only=True),
+          read_only=True, min_exclusive=True),
     Param('require_deadman', bool, True, 'motion needs the quest/joy deadman axis held',
           read_only=True),
     Param('deadman_axis', int, 3, 'quest/joy axis index of the deadman (grip)', min=0,
@@ -173,7 +168,7 @@ PARAMS = [
     Param('confirm_button', int, 0, 'quest/joy button index that confirms; -1: none', min=-1,
           read_only=True),
     Param('joy_timeout', float, 0.5, 's (steady) after which quest/joy is stale (deadman '
-          'released)', min=0.0, read_only=True),
+          'released)', min=0.0, read_only=True, min_exclusive=True),
     Param('watchdog_period', float, 0.02, 's between safety watchdog checks', min=0.001,
           max=1.0, read_only=True),
     Param('diagnostics_period', float, 1.0, 's between /diagnostics messages', min=0.05,

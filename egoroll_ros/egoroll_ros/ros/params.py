@@ -56,6 +56,8 @@ class Param:
         default: default value; ``None`` makes the parameter required.
         description: what it does, with units.
         min, max: inclusive range for numbers (each element for arrays).
+        min_exclusive: the value must be greater than ``min`` (the descriptor's range then
+            starts at the next float above it, so ROS refuses ``min`` itself too).
         choices: allowed values for strings.
         read_only: changing it live makes no sense.
         validate: extra check returning an error string or None.
@@ -70,6 +72,7 @@ class Param:
     choices: Sequence[str] | None = None
     read_only: bool = False
     validate: Callable[[Any], str | None] | None = None
+    min_exclusive: bool = False
 
     def descriptor(self) -> ParameterDescriptor:
         """The ROS parameter descriptor for this spec."""
@@ -82,8 +85,11 @@ class Param:
                 from_value=int(self.min if self.min is not None else -2**63),
                 to_value=int(self.max if self.max is not None else 2**63 - 1), step=0)]
         elif self.type in (float, 'float[]') and (self.min is not None or self.max is not None):
+            low = -math.inf if self.min is None else float(self.min)
+            if self.min_exclusive:
+                low = math.nextafter(low, math.inf)
             desc.floating_point_range = [FloatingPointRange(
-                from_value=float(self.min if self.min is not None else -math.inf),
+                from_value=low,
                 to_value=float(self.max if self.max is not None else math.inf), step=0.0)]
         return desc
 
@@ -118,6 +124,9 @@ def check_value(spec: Param, value: Any) -> Any:
     for v in items:
         if isinstance(v, float) and not math.isfinite(v):
             raise ConfigError(f"parameter '{spec.name}': {v!r} is not finite")
+        if spec.min is not None and isinstance(v, (int, float)) and spec.min_exclusive and \
+                v <= spec.min:
+            raise ConfigError(f"parameter '{spec.name}': must be > {spec.min:g}, got {v!r}")
         if spec.min is not None and isinstance(v, (int, float)) and v < spec.min:
             raise ConfigError(f"parameter '{spec.name}': {v!r} is below the minimum {spec.min}")
         if spec.max is not None and isinstance(v, (int, float)) and v > spec.max:

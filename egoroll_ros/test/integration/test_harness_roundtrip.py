@@ -4,11 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rclpy.action import ActionClient
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
+from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import chunk_from_msg, chunk_to_msg, trajectory_to_msg
 from egoroll_ros.testing import wait_until
 

@@ -9,7 +9,6 @@ from ament_index_python.packages import get_package_share_directory
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
-from rclpy.action import ActionClient
 from rclpy.parameter import Parameter
 from rclpy.parameter_client import AsyncParameterClient
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -18,6 +17,7 @@ from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
+from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import sec_to_duration
 from egoroll_ros.testing import wait_until
 

@@ -19,13 +19,13 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
-from rclpy.action import ActionClient
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
+from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import chunk_to_msg, trajectory_to_msg
 from egoroll_ros.testing import wait_until
 

@@ -11,7 +11,7 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
-from rclpy.action import ActionClient, CancelResponse
+from rclpy.action import CancelResponse
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
@@ -21,6 +21,7 @@ from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_ros.core.executor import CODES
 from egoroll_ros.nodes.sim_robot import SimRobot
 from egoroll_ros.nodes.trajectory_server import SWITCH_INTERVAL, TrajectoryServer
+from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, time_to_sec
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.testing import run_callback, wait_until

@@ -3,8 +3,9 @@
 ``FakePolicy`` is loaded as backend ``policy_fakes:FakePolicy``; its checkpoint is a
 directory with ``fake.json``; a ``mode`` file there (re-read on every predict) switches
 behaviour across processes: zeros, hold (repeat the state + offset), wrap, nan, raise,
-crash, die (a message on stderr, then exit), hang, slow, sleep:SECONDS. ``download`` in
-fake.json makes the load fetch that URL (the worker must refuse it).
+crash, die (a message on stderr, then exit), hang, slow, sleep:SECONDS, drive (joint
+``drive_joint`` moves from the state at ``offset`` rad per step, the others stay).
+``download`` in fake.json makes the load fetch that URL (the worker must refuse it).
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ NORM = {'state': {'mean': [0.0] * 8, 'std': [1.0] * 8},
 def make_fake_checkpoint(path: Path, *, action_size: int = 8, chunk_length: int = 5,
                          step_period: float = 0.05, cameras: tuple = (),
                          normalization: dict | None = NORM, mode: str = 'hold',
-                         offset: float = 0.0) -> Path:
+                         offset: float = 0.0, drive_joint: int = 0) -> Path:
     """Write a FakePolicy checkpoint; ``cameras`` are (name, height, width)."""
     path.mkdir(parents=True, exist_ok=True)
     cfg = {'state_size': 8, 'action_size': action_size, 'chunk_length': chunk_length,
            'step_period': step_period, 'cameras': [list(c) for c in cameras],
-           'normalization': normalization, 'offset': offset}
+           'normalization': normalization, 'offset': offset, 'drive_joint': drive_joint}
     (path / 'fake.json').write_text(json.dumps(cfg))
     (path / 'mode').write_text(mode)
     return path
@@ -117,6 +118,10 @@ class FakePolicy(Policy):
             return np.tile((out + np.pi) % (2 * np.pi) - np.pi, (h, 1))
         if mode == 'zeros':
             return np.zeros((h, a))
+        if mode == 'drive':
+            out = np.tile(np.resize(observation.state, a), (h, 1))
+            out[:, self.cfg.get('drive_joint', 0)] += self.cfg['offset'] * np.arange(1, h + 1)
+            return out
         state = np.resize(observation.state, a)
         return np.tile(state + self.cfg.get('offset', 0.0), (h, 1))
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from egoroll_ros.core.cartesian import cartesian_config_from_params
 from egoroll_ros.core.gate import config_from_params
+from egoroll_ros.core.interlock import interlock_config_from_params
 from egoroll_ros.errors import ConfigError
 from egoroll_ros.nodes.safety_gate import PARAMS
 from egoroll_ros.ros.params import params_from_yaml
@@ -22,12 +24,24 @@ def test_the_spec_and_the_core_agree_at_the_lower_bound(spec):
     except ConfigError as exc:
         assert f"'{spec.name}'" in str(exc)
         return
-    try:
-        config_from_params(values)
-    except ConfigError as exc:
-        assert f"'{spec.name}'" not in str(exc), f'spec allows {spec.min}, core: {exc}'
+    for core in (config_from_params, cartesian_config_from_params,
+                 interlock_config_from_params):
+        try:
+            core(values)
+        except ConfigError as exc:
+            assert f"'{spec.name}'" not in str(exc), f'spec allows {spec.min}, core: {exc}'
 
 
-def test_max_chunk_age_zero_is_refused_naming_the_parameter():
-    with pytest.raises(ConfigError, match="'max_chunk_age'"):
-        params_from_yaml(None, 'safety_gate', PARAMS, {**JOINTS, 'max_chunk_age': 0.0})
+@pytest.mark.parametrize('spec', [s for s in BOUNDED if s.min_exclusive],
+                         ids=[s.name for s in BOUNDED if s.min_exclusive])
+def test_an_exclusive_minimum_is_refused_by_the_descriptor_too(spec):
+    import math
+
+    (rng,) = spec.descriptor().floating_point_range
+    assert rng.from_value > spec.min and rng.from_value == math.nextafter(spec.min, math.inf)
+
+
+@pytest.mark.parametrize('name', ['max_chunk_age', 'joy_timeout', 'confirm_timeout'])
+def test_zero_is_refused_naming_the_parameter(name):
+    with pytest.raises(ConfigError, match=f"'{name}': must be > 0"):
+        params_from_yaml(None, 'safety_gate', PARAMS, {**JOINTS, name: 0.0})

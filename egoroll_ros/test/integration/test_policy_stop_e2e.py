@@ -1,0 +1,276 @@
+"""Every way the policy side stops a rollout, through the real nodes, measured on the stamps of
+``executor/commanded``: the Quest toggle, lifecycle deactivate, a policy fault, and SIGKILL of
+policy_node.
+
+Installed sim_robot, trajectory_server (the shipped config: seam blend, the default
+``command_timeout`` 0.5 s), safety_gate and policy_node (a test policy that drives wrist_roll
+at 0.3 rad/s in chunks of 1 s, longer than command_timeout) as processes over DDS; this process
+holds the Quest deadman. The toggle, deactivate and the fault call ``safety/stop``, whose
+cancel ends the running goal CANCELED (read from the action's status topic, so a stop by
+``command_timeout`` cannot pass for it) and holds within a control period plus a hop of the
+gate's answer. SIGKILL leaves nobody to call anything: the chunk stream stops, and the
+executor's default ``command_timeout`` aborts the goal and holds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import signal
+import threading
+import time
+
+from action_msgs.msg import GoalStatus, GoalStatusArray
+from ament_index_python.packages import get_package_share_directory
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import JointState, Joy
+from std_srvs.srv import Trigger
+
+from egoroll_interfaces.msg import GateVerdict
+from egoroll_ros.ros.convert import time_to_sec
+from egoroll_ros.testing import wait_until
+
+UNIT = Path(__file__).resolve().parents[1] / 'unit'
+import sys  # noqa: E402
+
+sys.path.insert(0, str(UNIT))
+from policy_fakes import BACKEND, make_fake_checkpoint  # noqa: E402, I001
+
+import pytest  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.safety]
+
+ARM = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
+       'wrist_pitch', 'wrist_roll', 'gripper']
+START = [0.0, 0.3, 0.0, 0.8, 0.0, 0.4, 0.0, 0.02]
+ROLL = ARM.index('wrist_roll')
+STEP = 0.05                  # s between chunk points
+SPEED = 0.3                  # rad/s of wrist_roll
+TOGGLE = 2                   # Quest button that toggles start/stop
+DEBOUNCE = 0.05
+COMMAND_TIMEOUT = 0.5        # the executor's default (not set here)
+PERIOD = 0.01                # the shipped config's 100 Hz
+BOUND = 1.0                  # s of slack for a shared 2-core machine, under command_timeout
+
+
+class Graph:
+    """The graph, the operator's Quest, and what the test reads back."""
+
+    def __init__(self, ros_graph, launcher, tmp_path: Path) -> None:
+        share = get_package_share_directory('egoroll_ros')
+        urdf = f'{share}/urdf/demo_arm.urdf'
+        self.mode = make_fake_checkpoint(tmp_path / 'ck', chunk_length=20, step_period=STEP,
+                                         mode='drive', offset=SPEED * STEP,
+                                         drive_joint=ROLL) / 'mode'
+        launcher.start('sim_robot', 'sim_robot', params=dict(
+            joints=ARM, initial_positions=START, max_velocity=[2.0] * 7 + [0.1],
+            urdf_path=urdf), wait_publishers=['joint_states'])
+        launcher.start('trajectory_server', 'trajectory_server',
+                       params_files=[f'{share}/config/trajectory_server.yaml'],
+                       # a descheduled sim must not latch STALE_STATE or DEADLINE_MISSED here
+                       params=dict(urdf_path=urdf, state_timeout=3.0, max_late_ticks=0),
+                       wait_actions=['execute_trajectory'])
+        launcher.start('safety_gate', 'safety_gate',
+                       params_files=[f'{share}/config/safety_gate.yaml'],
+                       params=dict(urdf_path=urdf, joy_timeout=1.0, max_joint_state_age=0.5),
+                       wait_subscriptions=['policy/chunk', 'quest/joy'],
+                       wait_services=['safety/stop'])
+        env = dict(os.environ)
+        env['PYTHONPATH'] = os.pathsep.join([str(UNIT), env.get('PYTHONPATH', '')])
+        self.policy = launcher.start('policy_node', 'policy_node', params={
+            'joints': ARM, 'continuous_joints': ['wrist_roll'], 'policy.backend': BACKEND,
+            'policy.path': str(self.mode.parent), 'query_frequency': 10.0,
+            'max_age.joint_states': 1.0, 'quest.toggle_button': TOGGLE,
+            'quest.debounce_time': DEBOUNCE}, env=env,
+            wait_services=['policy/preflight', 'policy/start', 'policy/stop'], timeout=60.0)
+        node = self.node = ros_graph.node('policy_stop_tester')
+        self.commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
+        self.states = ros_graph.collect(node, JointState, 'joint_states',
+                                        qos_profile_sensor_data)
+        self.verdicts = ros_graph.collect(node, GateVerdict, 'safety/verdict', 100)
+        self.status = ros_graph.collect(node, GoalStatusArray,
+                                        'execute_trajectory/_action/status', 100)
+        self.joy_pub = node.create_publisher(Joy, 'quest/joy', qos_profile_sensor_data)
+        self.clients = {n: node.create_client(Trigger, f'policy/{n}')
+                        for n in ('preflight', 'start', 'stop')}
+        self.clients['reset'] = node.create_client(Trigger, 'safety/reset')
+        self.lifecycle = node.create_client(ChangeState, 'policy_node/change_state')
+        ros_graph.wait_for_subscribers(self.joy_pub, count=2)   # the gate and the policy
+        self.toggle = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._quest, daemon=True)
+        self._thread.start()
+
+    def _quest(self) -> None:
+        """The operator holds the deadman; ``toggle`` is the toggle button's state."""
+        while not self._stop.wait(0.01):
+            buttons = [0, 0, 0, 0]
+            buttons[TOGGLE] = int(self.toggle)
+            msg = Joy(axes=[0.0, 0.0, 0.0, 1.0], buttons=buttons)
+            msg.header.stamp = self.node.get_clock().now().to_msg()
+            self.joy_pub.publish(msg)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+    def now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def call(self, name: str) -> Trigger.Response:
+        client = self.clients[name]
+        assert client.wait_for_service(timeout_sec=10.0), name
+        fut = client.call_async(Trigger.Request())
+        wait_until(fut.done, 30.0, f'{name} answered')
+        return fut.result()
+
+    def change_state(self, transition: int) -> bool:
+        assert self.lifecycle.wait_for_service(timeout_sec=10.0)
+        fut = self.lifecycle.call_async(ChangeState.Request(
+            transition=Transition(id=transition)))
+        wait_until(fut.done, 30.0, 'change_state answered')
+        return fut.result().success
+
+    def roll(self) -> float:
+        msgs = self.commanded.snapshot()
+        return msgs[-1].position[ROLL] if msgs else float('nan')
+
+    def run_moving(self) -> None:
+        """Preflight and start (again, until the gate has what it needs and has accepted the
+        preflight's shadow chunk); returns once the arm moves.
+
+        Setting up is not what is tested: when the gate rejects a live chunk meanwhile (on this
+        loaded machine a chunk can age past max_chunk_age) and latches its fault, the rollout
+        is stopped, the gate reset and the start tried again (at most three times), with the
+        rejection printed."""
+        for attempt in range(3):
+            n = len(self.verdicts.snapshot())
+            self._start()
+            if self._moves(n):
+                return
+            rejected = [v.summary for v in self.verdicts.snapshot()[n:] if not v.accepted]
+            print(f'\nattempt {attempt + 1}: the arm did not move; rejections: {rejected}')
+            self.call('stop')
+            self.call('reset')
+        raise AssertionError('the policy never moved the arm')
+
+    def _start(self) -> None:
+        last = ['']
+
+        def started() -> bool:
+            r = self.call('preflight')
+            last[0] = r.message
+            if not r.success:
+                return False
+            deadline = time.monotonic() + 5.0
+            while time.monotonic() < deadline:   # the gate's verdict on the shadow chunk
+                r = self.call('start')
+                last[0] = r.message
+                if r.success or 'has not reported' not in r.message:
+                    return r.success
+                time.sleep(0.05)
+            return False
+
+        try:
+            wait_until(started, 60.0, 'a passing preflight and start', interval=0.5)
+        except AssertionError as exc:
+            raise AssertionError(f'{exc}: {last[0]}') from None
+
+    def _moves(self, n: int) -> bool:
+        wait_until(lambda: self.commanded.snapshot(), 10.0, 'setpoints')
+        before = self.roll()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            if abs(self.roll() - before) > 0.03:
+                return True
+            if any(not v.accepted and not v.shadow for v in self.verdicts.snapshot()[n:]):
+                return False
+            time.sleep(0.02)
+        return False
+
+    def last_change_after(self, t0: float, settle: float = 0.3) -> float:
+        """Stamp of the last setpoint that differed from its predecessor, once ``settle`` s of
+        identical setpoints followed (waits for it)."""
+        def held() -> float | None:
+            msgs = [m for m in self.commanded.snapshot() if time_to_sec(m.header.stamp) >
+                    t0 - 1.0]
+            last = None
+            for a, b in zip(msgs, msgs[1:], strict=False):
+                if list(a.position) != list(b.position):
+                    last = time_to_sec(b.header.stamp)
+            if last is None or time_to_sec(msgs[-1].header.stamp) < last + settle:
+                return None
+            return last
+        return wait_until(held, 10.0, 'executor/commanded holds')
+
+    def last_goal_status(self) -> int:
+        """Final status of the newest goal the executor knows (by acceptance stamp)."""
+        def final() -> int | None:
+            msgs = self.status.snapshot()
+            if not msgs or not msgs[-1].status_list:
+                return None
+            g = max(msgs[-1].status_list, key=lambda s: time_to_sec(s.goal_info.stamp))
+            return g.status if g.status in (GoalStatus.STATUS_SUCCEEDED,
+                                            GoalStatus.STATUS_CANCELED,
+                                            GoalStatus.STATUS_ABORTED) else None
+        return wait_until(final, 10.0, 'the last goal ended')
+
+
+@pytest.fixture
+def graph(ros_graph, launcher, tmp_path):
+    g = Graph(ros_graph, launcher, tmp_path)
+    yield g
+    g.close()
+
+
+def _report(what: str, latency: float, bound: float) -> None:
+    print(f'\n{what}: last changing setpoint {latency * 1e3:+.1f} ms after time zero '
+          f'(bound {bound * 1e3:.0f} ms)')
+
+
+def test_quest_toggle_deactivate_and_fault_stop_the_arm_sigkill_stops_it_by_timeout(graph):
+    # Quest toggle: time zero is the press; the node debounces, then calls safety/stop.
+    graph.run_moving()
+    t0 = graph.now()
+    graph.toggle = True
+    latency = graph.last_change_after(t0) - t0
+    _report('Quest toggle', latency, DEBOUNCE + PERIOD + BOUND)
+    assert graph.last_goal_status() == GoalStatus.STATUS_CANCELED
+    assert latency < DEBOUNCE + PERIOD + BOUND
+    graph.toggle = False
+
+    # Lifecycle deactivate: time zero is the transition's answer.
+    graph.run_moving()
+    assert graph.change_state(Transition.TRANSITION_DEACTIVATE)
+    t0 = graph.now()
+    latency = graph.last_change_after(t0) - t0
+    _report('lifecycle deactivate', latency, PERIOD + BOUND)
+    assert graph.last_goal_status() == GoalStatus.STATUS_CANCELED
+    assert latency < PERIOD + BOUND
+    assert graph.change_state(Transition.TRANSITION_ACTIVATE)
+
+    # Policy fault (non-finite output at the next inference): time zero is the switch.
+    graph.run_moving()
+    t0 = graph.now()
+    graph.mode.write_text('nan')
+    latency = graph.last_change_after(t0) - t0
+    _report('policy fault', latency, 0.1 + PERIOD + BOUND)
+    assert graph.last_goal_status() == GoalStatus.STATUS_CANCELED
+    assert latency < 0.1 + PERIOD + BOUND      # the next inference is within 0.1 s
+    graph.mode.write_text('drive')
+
+    # SIGKILL of policy_node: nobody calls safety/stop; the executor's default command_timeout
+    # aborts the 1 s chunk and holds. Time zero is the kill.
+    graph.run_moving()
+    t0 = graph.now()
+    os.kill(graph.policy.popen.pid, signal.SIGKILL)
+    graph.policy.popen.wait(timeout=10.0)
+    latency = graph.last_change_after(t0) - t0
+    _report('policy_node SIGKILL', latency, COMMAND_TIMEOUT + PERIOD + BOUND)
+    assert graph.last_goal_status() == GoalStatus.STATUS_ABORTED
+    assert latency < COMMAND_TIMEOUT + PERIOD + BOUND
+    n = len(graph.commanded.snapshot())
+    held = graph.commanded.wait_count(n + 30, 10.0)[n:]
+    assert all(list(m.position) == list(held[0].position) for m in held)
