@@ -5,10 +5,10 @@ and creates the topics, services and the worker; activate allows preflight and s
 deactivate stops the rollout; cleanup destroys them and releases the policy. ``policy/preflight``
 runs one inference and publishes it as a shadow chunk; ``policy/start`` starts the live
 rollout (only after a passing preflight within ``preflight_validity`` s); ``policy/stop`` stops
-it. Inference
-runs in one dedicated worker thread at ``query_frequency`` with absolute deadlines, never in a
-callback. The logic lives in the pure cores (:mod:`egoroll_ros.core.observation`,
-:mod:`egoroll_ros.core.rollout`, :mod:`egoroll_ros.core.debounce`, :mod:`egoroll_ros.policies`).
+it. Inference runs in one dedicated worker thread at ``query_frequency`` with absolute
+deadlines, never in a callback. The logic lives in the pure cores
+(:mod:`egoroll_ros.core.observation`, :mod:`egoroll_ros.core.rollout`,
+:mod:`egoroll_ros.core.debounce`, :mod:`egoroll_ros.policies`).
 
 Chunk stamp: the node's ROS-clock time at which the observation was assembled from inputs that
 were all within their max age (header stamps of the inputs are not trusted for this: a driver
