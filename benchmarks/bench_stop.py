@@ -82,7 +82,8 @@ class Bench:
             joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
             urdf_path=self.urdf, state_timeout=1.0, control_rate=rate,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            command_timeout=COMMAND_TIMEOUT, max_late_ticks=0, blend_time=0.05),
+            command_timeout=COMMAND_TIMEOUT, max_late_ticks=0, blend_time=0.05,
+            seam='blend', max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4),
             wait_actions=['execute_trajectory'])
         self.gate = None
         self.start_gate()

@@ -48,9 +48,10 @@ CODES: dict[str, int] = {
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
 #: How a new goal replaces the running one: ``splice`` (cubic/quintic from the current
-#: setpoint into the goal's points, no acceleration or jerk bound) or ``blend`` (a jerk-limited
-#: join within max_velocity/max_acceleration/max_jerk, see core/blend.py; refused when it
-#: cannot be done within max_blend_time, and the running goal continues).
+#: setpoint into the goal's points, no jerk bound; refused beyond max_acceleration) or
+#: ``blend`` (a jerk-limited join within max_velocity/max_acceleration/max_jerk, see
+#: core/blend.py; refused when it cannot be done within max_blend_time, and the running goal
+#: continues).
 SEAMS = ('splice', 'blend')
 IDLE_OUTPUTS = ('hold', 'silent')
 

@@ -336,7 +336,9 @@ def max_acceleration_ratio(traj: PiecewiseTrajectory, max_acceleration: np.ndarr
     acceleration is linear within a segment, a quintic's is checked on the grid). A velocity
     step (linear interpolation at a knot, or at ``t_from`` from ``start_velocity``) counts as
     the step divided by ``period``: what one control period of setpoints turns it into. The
-    stop at the last knot is not included: a goal replaced before its end never makes it.
+    last segment (the brake into the last knot, where estimated velocities end at rest) and the
+    stop after it are not included: a goal replaced before its end, as a stream of chunks
+    is, never makes them; when one is reached, the executor's check of every setpoint acts.
 
     Returns:
         (ratio, joint index, time) of the worst sample.
@@ -345,14 +347,16 @@ def max_acceleration_ratio(traj: PiecewiseTrajectory, max_acceleration: np.ndarr
     n = traj.num_joints
     if len(traj.times) < 2 or traj.end_time <= t_from:
         return 0.0, 0, float(t_from)
-    end = traj.end_time
+    end = float(traj.times[-2]) if len(traj.times) > 2 else traj.end_time
+    if end <= t_from:
+        return 0.0, 0, float(t_from)
     ts = np.linspace(t_from, end, max(2, int(np.ceil((end - t_from) / step)) + 1))
     ts = np.union1d(ts, traj.times[(traj.times >= t_from) & (traj.times <= end)])
     rows, acc = [], []
     if traj.kind == 'linear':
         slopes = np.diff(traj.positions, axis=0) / np.diff(traj.times)[:, None]
         jumps = np.abs(np.diff(slopes, axis=0)) / period
-        keep = traj.times[1:-1] >= t_from
+        keep = (traj.times[1:-1] >= t_from) & (traj.times[1:-1] <= end)
         rows.append(traj.times[1:-1][keep])
         acc.append(jumps[keep])
         if start_velocity is not None:
@@ -365,7 +369,7 @@ def max_acceleration_ratio(traj: PiecewiseTrajectory, max_acceleration: np.ndarr
         acc.append(np.abs(a_grid))
         # Both ends of every segment from t_from on (a cubic's extremes sit there).
         dt = np.diff(traj.times)
-        live = traj.times[1:] > t_from
+        live = (traj.times[1:] > t_from) & (traj.times[1:] <= end)
         c = traj._coeffs[live]
         t = dt[live][:, None]
         rows.append(traj.times[1:][live])

@@ -133,7 +133,8 @@ PARAMS = [
           'blend: the shortest join (> 0).',
           min=0.0, max=1.0, read_only=True),
     Param('seam', str, 'splice', 'How a new goal replaces the running one: splice (from the '
-          'current setpoint into its points, no acceleration/jerk bound) or blend (a '
+          'current setpoint into its points, no jerk bound; one that needs more than '
+          'max_acceleration is refused) or blend (a '
           'jerk-limited join in position, velocity and acceleration within max_velocity, '
           'max_acceleration and max_jerk, lasting blend_time..max_blend_time; a goal that '
           'cannot be joined so is refused and the running one continues).', choices=SEAMS,

@@ -21,6 +21,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Bool
 from std_srvs.srv import SetBool
 
+from egoroll_interfaces.msg import InterlockHeartbeat
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.observation import JOINT_STATES, QUEST_JOY, LatestInputs
 from egoroll_ros.core.robot_model import RobotModel
@@ -75,6 +76,7 @@ PARAMS = [
 
 _LABEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+_RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class TakeoverHook:
@@ -101,6 +103,7 @@ class TakeoverHook:
         self._debounce = ButtonDebouncer(p['quest.debounce_time'])
         self._needs_anchor = False
         self._was_active = False
+        self._gate_state = ''       # the gate's interlock state while it allows no motion
         self.detail = ''
         self._label_pub = node.create_publisher(Bool, INTERVENTION_TOPIC, _LABEL_QOS)
         node.create_service(SetBool, TAKEOVER_SERVICE, self._srv, callback_group=callback_group)
@@ -110,6 +113,10 @@ class TakeoverHook:
                            callback_group=callback_group)
         node.create_timer(1.0 / self.core.config.rate, self._tick,
                           callback_group=callback_group)
+        # The gate's interlock: whenever it allowed no motion (deadman released, e-stop,
+        # latched fault) the arm held, so the takeover re-anchors before it moves again.
+        node.create_subscription(InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
+                                 _RELIABLE, callback_group=callback_group)
         arms = ', '.join(f'{a.name} ({a.ee_frame}) <- {a.controller} controller'
                          for a in self.core.config.arms)
         node.get_logger().info(f'takeover: {arms}; button {p["takeover.button"]}, service '
@@ -200,6 +207,13 @@ class TakeoverHook:
         return self.core.generation == generation
 
     # ---------------------------------------------------------------- teleop
+    def _on_heartbeat(self, msg: InterlockHeartbeat) -> None:
+        if msg.motion_allowed:
+            self._gate_state = ''
+        else:
+            self._gate_state = msg.state or 'motion not allowed'
+            self._needs_anchor = True
+
     def _clutch_held(self, snapshot: dict[str, Any]) -> bool:
         axis = self._p['takeover.clutch_axis']
         if axis < 0:
@@ -224,6 +238,10 @@ class TakeoverHook:
         if not self._clutch_held(snapshot):
             self._needs_anchor = True
             self.detail = 'operator takeover: clutch released (no motion)'
+            return
+        if self._gate_state:
+            self.detail = (f'operator takeover: the safety gate allows no motion '
+                           f'({self._gate_state}); re-anchoring when it does')
             return
         if self._needs_anchor:
             try:

@@ -52,6 +52,8 @@ def graph(ros_graph, launcher):
     launcher.start('trajectory_server', 'trajectory_server', params=dict(
         joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0], urdf_path=urdf,
         state_timeout=3.0, blend_time=0.1, control_rate=100.0,
+        # the demo's seam: chunks joined within max_acceleration (checked on every setpoint)
+        seam='blend', max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4,
         command_timeout=0.0, max_late_ticks=0),   # single long chunks; a loaded machine
         wait_actions=['execute_trajectory'])
     launcher.start('safety_gate', 'safety_gate', params_files=[f'{share}/config/safety_gate.yaml'],

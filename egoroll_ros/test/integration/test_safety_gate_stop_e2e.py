@@ -71,7 +71,8 @@ class Graph:
             wait_publishers=['joint_states'], wait_services=['sim_robot/set_parameters'])
         launcher.start('trajectory_server', 'trajectory_server', params=dict(
             joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
-            state_timeout=3.0, urdf_path=urdf,
+            state_timeout=3.0, urdf_path=urdf, blend_time=0.1,
+            seam='blend', max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4,
             # One 6 s chunk at a time (no newer goal within the default 0.5 s); a descheduled
             # process must not latch DEADLINE_MISSED here (tested in test_trajectory_server).
             command_timeout=0.0, max_late_ticks=0), wait_actions=['execute_trajectory'])

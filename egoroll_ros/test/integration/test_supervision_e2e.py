@@ -56,7 +56,8 @@ def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothi
         wait_publishers=['joint_states'])
     launcher.start('trajectory_server', 'trajectory_server', params=dict(
         joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0], state_timeout=3.0,
-        urdf_path=urdf,
+        urdf_path=urdf, blend_time=0.1, seam='blend', max_jerk=[1000.0] * 7 + [50.0],
+        max_blend_time=0.4,
         control_rate=RATE, heartbeat_timeout=HEARTBEAT_TIMEOUT, command_timeout=0.0,
         max_late_ticks=0, diagnostics_rate=10.0), wait_actions=['execute_trajectory'])
     gate = launcher.start('safety_gate', 'safety_gate',

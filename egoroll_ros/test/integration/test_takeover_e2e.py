@@ -2,7 +2,8 @@
 
 sim_robot -> trajectory_server <- safety_gate (config/safety_gate_cartesian.yaml) <- policy_node
 (config/policy_node_cartesian.yaml: scripted_cartesian, takeover of arm 'arm' by the right
-controller, button 3, clutch = the deadman grip axis 3), plus an in-process episode_recorder.
+controller, button 3; the clutch off, so the re-anchor after the deadman release comes from the
+gate's safety/heartbeat), plus an in-process episode_recorder.
 The test plays the Quest: it holds the deadman, publishes quest/right_pose, presses button 3 in
 the middle of a rollout, moves the controller, lets go of the grip, grips again, and presses
 button 3 to hand back.
@@ -137,9 +138,10 @@ def _q(msg) -> np.ndarray:  # noqa: ANN001
 
 def _max_speed(commanded: list, t0: float, t1: float) -> float:
     """Largest joint speed between consecutive setpoints stamped in [t0, t1] (rad/s or m/s;
-    by their stamps, so a late control tick does not look like a jump)."""
+    by their stamps, so a late control tick, or a control loop starved for a while on a
+    loaded machine, does not look like a jump)."""
     sel = [m for m in commanded if t0 <= time_to_sec(m.header.stamp) <= t1]
-    assert len(sel) > 10, f'{len(sel)} setpoints in [{t0}, {t1}]'
+    assert len(sel) >= 10, f'{len(sel)} setpoints in [{t0}, {t1}]'
     qs = np.array([_q(m) for m in sel])
     ts = np.array([time_to_sec(m.header.stamp) for m in sel])
     dt = np.diff(ts)
@@ -170,8 +172,10 @@ def test_quest_takeover_mid_rollout_goes_through_the_gate_and_is_labelled(
                    # machine 30 Hz goals backed up in the executor (answered later than the
                    # gate's 1 s stop_timeout) and chunks arrived up to 0.6 s after their
                    # stamp; the shipped 30 Hz and 0.5 s are for a robot computer
+                   # no clutch: the deadman release reaches the takeover only through the
+                   # gate's interlock heartbeat (the path faults and e-stops take too)
                    params={'max_age.joint_states': 0.5, 'takeover.rate': 10.0,
-                           'takeover.horizon': 1.0},
+                           'takeover.horizon': 1.0, 'takeover.clutch_axis': -1},
                    wait_services=['policy/preflight', 'policy/start', 'policy/stop',
                                   'policy/takeover'],
                    wait_publishers=['policy/chunk'], timeout=START_TIMEOUT)
@@ -254,14 +258,17 @@ def test_quest_takeover_mid_rollout_goes_through_the_gate_and_is_labelled(
                                for v in verdicts.snapshot()[n_back:]) >= 5, 20,
                    '5 policy chunks forwarded after the handback')
     finally:
+        t_stop = time.time()
         stop = _call(clients['stop'])
     assert stop.success, stop.message
     t_end = time.time()
 
     # every verdict of the run: nothing rejected, every teleop chunk accepted and forwarded
     vs = verdicts.snapshot()
+    # (after the stop, chunks still in flight meet the gate's rollout_stopped latch)
     bad = [v.summary for v in vs if not v.shadow and v.violations and not (
-        {x.check for x in v.violations} <= {'deadman'})]
+        {x.check for x in v.violations} <= {'deadman'})
+        and time_to_sec(v.header.stamp) < t_stop]
     assert not bad, bad
     teleop = [v for v in vs if v.policy_id == 'operator']
     assert len(teleop) > 20
@@ -280,21 +287,24 @@ def test_quest_takeover_mid_rollout_goes_through_the_gate_and_is_labelled(
     assert not any(c.policy_id == 'operator' and time_to_sec(c.header.stamp) > t_back + 0.1
                    for c in cs)
     # no setpoint jump at either handover (or at the grip): the largest speed between two
+    # setpoints stays that of slow motion (0.1-0.6 rad/s measured, 1.2 once at load 20 on 2
+    # cores); 1.8 rad/s is below the executor's own max_velocity (2-3 rad/s), so the
+    # executor saturating on a jumped-to target would fail it.
+    wait_until(lambda: time_to_sec(commanded.snapshot()[-1].header.stamp) > t_back + 1.0, 10,
+               'setpoints 1 s after the handback (the hold after the stop)')
     cm = commanded.snapshot()
-    # setpoints (1.5 rad/s: below the executor's own max_velocity of 2-3 rad/s, so its limits
-    # alone would not make this pass; a jump to a target 0.05 rad away within one 10 ms tick
-    # would be 5 rad/s).
-    speeds = {name: _max_speed(cm, t - 0.3, t + 0.6) for name, t in (
+    speeds = {name: _max_speed(cm, t - 0.3, t + 0.9) for name, t in (
         ('takeover', t_take), ('regrip', t_regrip), ('handback', t_back))}
     print('largest setpoint speed around each handover (rad/s or m/s):', speeds)
-    assert max(speeds.values()) < 1.5, speeds
-    # the first teleop target is the measured pose at the takeover
+    assert max(speeds.values()) < 1.8, speeds
+    # the first teleop target is a measured pose of the takeover moment (FK of one of the
+    # joint_states the policy node may have anchored at: within its max_age.joint_states)
     first = next(c for c in cs if c.policy_id == 'operator')
     t_first = time_to_sec(first.header.stamp)
-    near = min(states.snapshot(), key=lambda m: abs(time_to_sec(m.header.stamp) - t_first))
     p = first.cartesian[0].poses[0].position
-    gap = np.linalg.norm(np.array([p.x, p.y, p.z]) - tool0(near))
-    assert gap < 0.005, f'first teleop target {gap:.4f} m from the measured pose'
+    gap = min(np.linalg.norm(np.array([p.x, p.y, p.z]) - tool0(m)) for m in states.snapshot()
+              if t_first - 0.6 <= time_to_sec(m.header.stamp) <= t_first)
+    assert gap < 0.001, f'first teleop target {gap:.4f} m from every measured pose before it'
     # the intervention is labelled: true from the takeover to the handback
     assert [v for _, v in label.items][-1] is False
     assert t_take < t_back
