@@ -16,7 +16,6 @@ from typing import Any
 
 from action_msgs.msg import GoalInfo
 from action_msgs.srv import CancelGoal
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -70,6 +69,7 @@ from egoroll_ros.ros.convert import (
     trajectory_to_msg,
     verdict_to_msg,
 )
+from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.markers import path_marker
 from egoroll_ros.ros.params import Param, declare_params
 from egoroll_ros.ros.robot_models import RobotModelProvider
@@ -214,12 +214,10 @@ class SafetyGate(Node):
         self._heartbeats = 0
         self._counts: dict[str, int] = {}
         self._last_summary = ''
-        self._warned: set[str] = set()
 
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self._verdict_pub = self.create_publisher(GateVerdict, 'safety/verdict', reliable)
         self._marker_pub = self.create_publisher(MarkerArray, 'safety/markers', 10)
-        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self._heartbeat_pub = self.create_publisher(InterlockHeartbeat, 'safety/heartbeat',
                                                     reliable)
         self._client = ActionClient(self, ExecuteTrajectory, 'execute_trajectory')
@@ -241,7 +239,8 @@ class SafetyGate(Node):
         self.create_service(Trigger, 'safety/stop', self._on_stop_srv,
                             callback_group=ReentrantCallbackGroup())
         self.create_timer(p['watchdog_period'], self._watchdog)
-        self.create_timer(p['diagnostics_period'], self._publish_diagnostics)
+        self._diag = DiagnosticsUpdater(self, p['diagnostics_period'], timer=True)
+        self._diag.add('safety gate', self._diagnostics)
 
         self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
                                           self._model_failed)
@@ -282,7 +281,7 @@ class SafetyGate(Node):
         try:
             js = joint_state_from_msg(msg, received=time.monotonic())
         except TrajectoryError as exc:
-            self._warn_once('js', f'ignoring malformed joint_states: {exc}')
+            self.get_logger().warning(f'ignoring malformed joint_states: {exc}', once=True)
             return
         with self._lock:
             self._js = js
@@ -291,8 +290,8 @@ class SafetyGate(Node):
     def _on_executor_state(self, msg: ExecutorState) -> None:
         n = len(msg.joint_names)
         if len(msg.velocities) != n or len(msg.accelerations) != n:
-            self._warn_once('cmd', 'ignoring malformed executor/state (array sizes differ '
-                            'from joint_names)')
+            self.get_logger().warning('ignoring malformed executor/state (array sizes '
+                                      'differ from joint_names)', once=True)
             return
         cs = CommandedState(names=tuple(msg.joint_names),
                             velocities=np.asarray(msg.velocities, dtype=float),
@@ -307,9 +306,10 @@ class SafetyGate(Node):
         cs = commanded_at_observation(self._cmd_history, stamp, time.monotonic(),
                                       self.config.max_joint_state_age)
         if cs is None:
-            self._warn_once('no_cmd', 'no fresh executor/state: chunk acceleration and jerk '
-                            'are checked from the measured position as if at rest, not from '
-                            "the executor's running motion")
+            self.get_logger().warning(
+                'no fresh executor/state: chunk acceleration and jerk are checked from the '
+                "measured position as if at rest, not from the executor's running motion",
+                once=True)
         return cs
 
     def _on_joy(self, msg: Joy) -> None:
@@ -592,47 +592,38 @@ class SafetyGate(Node):
                         0.005) for i, frame in enumerate(verdict.ee_frames)])
         self._marker_pub.publish(array)
 
-    def _publish_diagnostics(self) -> None:
+    def _diagnostics(self) -> TaskStatus:
+        """The gate's status on /diagnostics (one task of the node's DiagnosticsUpdater)."""
         with self._lock:
             il = self.interlock
             if il.estop:
-                level, state = DiagnosticStatus.ERROR, 'e-stop latched'
+                level, state = ERROR, 'e-stop latched'
             elif il.fault:
-                level, state = DiagnosticStatus.ERROR, 'fault latched: ' + il.fault
+                level, state = ERROR, 'fault latched: ' + il.fault
             elif self._model is None:
-                level, state = DiagnosticStatus.ERROR, 'no robot model: ' + self._model_error
+                level, state = ERROR, 'no robot model: ' + self._model_error
             elif self._js is None:
-                level, state = DiagnosticStatus.ERROR, 'no joint_states'
+                level, state = ERROR, 'no joint_states'
             elif self.config.disabled_checks:
-                level, state = DiagnosticStatus.WARN, 'ok, with checks DISABLED'
+                level, state = WARN, 'ok, with checks DISABLED'
             else:
-                level, state = DiagnosticStatus.OK, 'ok'
+                level, state = OK, 'ok'
             values = [('state', state),
                       ('interlock', il.state()),
                       ('rollout_stopped', il.stopped or ''),
                       ('disabled_checks', ','.join(sorted(self.config.disabled_checks))),
-                      ('deadman_held', str(il.deadman_held)),
-                      ('require_deadman', str(self.p['require_deadman'])),
+                      ('deadman_held', il.deadman_held),
+                      ('require_deadman', self.p['require_deadman']),
                       ('on_reject', self.p['on_reject']),
-                      ('goal_active', str(il.goal_active)),
-                      ('executor_ready', str(self._client.server_is_ready())),
+                      ('goal_active', il.goal_active),
+                      ('executor_ready', self._client.server_is_ready()),
                       ('executor_state_age', 'never' if not self._cmd_history else
                        f'{time.monotonic() - self._cmd_history[-1].received:.3f}'),
-                      ('last_forwarded_sequence', str(il.last_forwarded)),
+                      ('last_forwarded_sequence', il.last_forwarded),
                       ('last_verdict', self._last_summary)]
-            values += [(k, str(v)) for k, v in il.stats.items()]
-            values += [('violations.' + k, str(v)) for k, v in sorted(self._counts.items())]
-        status = DiagnosticStatus(level=level, name=f'{self.get_name()}: safety gate',
-                                  hardware_id=self.get_fully_qualified_name(), message=state,
-                                  values=[KeyValue(key=k, value=v) for k, v in values])
-        arr = DiagnosticArray(status=[status])
-        arr.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(arr)
-
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
+            values += list(il.stats.items())
+            values += [('violations.' + k, v) for k, v in sorted(self._counts.items())]
+        return TaskStatus(level, state, values)
 
     def close(self) -> None:
         """Cancel the running goal on shutdown (the executor then holds; it also holds when
