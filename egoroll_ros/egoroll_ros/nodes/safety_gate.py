@@ -71,7 +71,7 @@ from egoroll_ros.ros.convert import (
 )
 from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.markers import path_marker
-from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import next_turn, run_node
 
@@ -159,8 +159,9 @@ PARAMS = [
     Param('on_reject', str, 'hold', 'hold: cancel the running goal and latch a fault until '
           'safety/reset; skip: drop the chunk and let the running goal finish',
           choices=('hold', 'skip'), read_only=True),
-    Param('confirm_timeout', float, 10.0, 's a chunk waits for confirmation', min=0.0,
-          read_only=True, min_exclusive=True),
+    Param('confirm_timeout', float, 10.0, 's a chunk waits for confirmation (live: for chunks '
+          'held from then on)', min=0.0,
+          read_only=False, min_exclusive=True),
     Param('require_deadman', bool, True, 'motion needs the quest/joy deadman axis held',
           read_only=True),
     Param('deadman_axis', int, 3, 'quest/joy axis index of the deadman (grip)', min=0,
@@ -172,7 +173,7 @@ PARAMS = [
     Param('confirm_button', int, 0, 'quest/joy button index that confirms; -1: none', min=-1,
           read_only=True),
     Param('joy_timeout', float, 0.5, 's (steady) after which quest/joy is stale (deadman '
-          'released)', min=0.0, read_only=True, min_exclusive=True),
+          'released)', min=0.0, read_only=False, min_exclusive=True),
     Param('watchdog_period', float, 0.02, 's between safety watchdog checks', min=0.001,
           max=1.0, read_only=True),
     Param('diagnostics_period', float, 1.0, 's between /diagnostics messages', min=0.05,
@@ -209,6 +210,7 @@ class SafetyGate(Node):
         self._cmd_history: collections.deque = collections.deque(maxlen=64)
         self.interlock = Interlock(interlock_config_from_params(p))
         self._joy_map = JoyMapping.from_params(p)
+        watch_live(self, PARAMS, p, self._apply_live)
         self._goal_handle = None
         self._inflight: set[Any] = set()   # send_goal futures not answered yet
         self._heartbeats = 0
@@ -256,6 +258,15 @@ class SafetyGate(Node):
         self.get_logger().info(f'safety gate ready: {len(self.config.joints)} joints, '
                                f'frames {list(self.config.ee_frames)}, on_reject='
                                f"{p['on_reject']}")
+
+    def _apply_live(self, changes: dict[str, Any]) -> None:
+        """joy_timeout and confirm_timeout set live: the interlock uses them from its next
+        event (ConfigError from the core refuses the change)."""
+        config = interlock_config_from_params({**self.p, **changes})
+        with self._lock:
+            self.interlock.config = config
+        self.get_logger().info('set live: ' + ', '.join(f'{k}={v!r}'
+                                                        for k, v in sorted(changes.items())))
 
     # ---- inputs ----------------------------------------------------------------------------
     def _set_model(self, model: RobotModel) -> None:
