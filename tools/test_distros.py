@@ -203,6 +203,9 @@ def check_robot_requirements(name: str, py: Path) -> None:
 def run_distro(name: str, pytest_args: list[str]) -> None:
     lock, python, exempt = DISTROS[name]
     spec = RuntimeSpec(f'distro-{name}', lock, python, 3.0, PROBE, exempt)
+    for dist, req in exempt:
+        log(f"{name}: pip check may report {dist}'s {req} requirement, and nothing else "
+            f"(its wheel declares a newer {req} than this distro's; see DISTROS)")
     t0 = time.monotonic()
     py = ensure_runtime(spec, log=lambda m: log(f'{name}: {m}'))
     venv = py.parent.parent

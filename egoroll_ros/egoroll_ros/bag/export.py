@@ -314,11 +314,13 @@ class _Writer:
             del self.stderr[:-40]
 
     def call(self, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None,
-             timeout: float = 600.0) -> dict[str, Any]:
+             timeout: float = 600.0, reply: bool = True) -> dict[str, Any]:
         from egoroll_ros.policies.protocol import ProtocolError, encode_frame
         try:
             self.proc.stdin.write(encode_frame(header, arrays))
             self.proc.stdin.flush()
+            if not reply:      # a frame: streamed, its failure is answered at save_episode
+                return {}
             reply, _ = self.reader.read(timeout)
         except (OSError, ProtocolError) as exc:
             self.close()
@@ -388,7 +390,7 @@ def _write_episode(writer: _Writer, plan: _Plan, task: str) -> None:
                 last = done == n_flags
                 writer.call({'op': 'frame', 'task': task, 'flags': {
                     'intervention': bool(plan.intervention[done]), 'next.done': last,
-                    'next.success': last and plan.outcome == 'success'}}, arrays)
+                    'next.success': last and plan.outcome == 'success'}}, arrays, reply=False)
                 del images[done]
                 done += 1
     if done != nframes:
@@ -429,7 +431,10 @@ def export(opts: ExportOptions, log: Any = None) -> dict[str, Any]:
             out.rmdir()   # empty (checked): LeRobot creates it
         reply = writer.call({'op': 'create', 'root': str(out.resolve()), 'repo_id': repo_id,
                              'fps': a.fps, 'features': features, 'robot_type': None,
-                             'use_videos': bool(opts.video)}, timeout=300.0)
+                             'use_videos': bool(opts.video),
+                             # LeRobot's own asynchronous image writer (PNG encoding off the
+                             # request loop), as its recording script uses it
+                             'image_writer_threads': 4}, timeout=300.0)
         created = True
         version = reply.get('lerobot')
         for i, p in enumerate(plans):

@@ -9,8 +9,10 @@ own output goes to stderr. Requests:
 - ``{"op": "create", "root", "repo_id", "fps", "features", "robot_type", "use_videos"}``:
   ``LeRobotDataset.create`` (``root`` must not exist);
 - ``{"op": "frame", "task", "flags": {name: bool}}`` with one array per array feature:
-  ``add_frame`` (flags become shape-(1,) bool features);
-- ``{"op": "save_episode"}``: ``save_episode``;
+  ``add_frame`` (flags become shape-(1,) bool features). No reply (frames stream; the pipe
+  is the back-pressure): the first failure is kept and every later request until
+  ``save_episode`` answers it;
+- ``{"op": "save_episode"}``: ``save_episode`` (or the frame failure);
 - ``{"op": "finalize"}``: ``finalize``; the reply carries ``num_episodes``, ``num_frames``
   and LeRobot's version.
 
@@ -41,6 +43,7 @@ def main() -> int:
 
     refuse_network()
     dataset = None
+    frame_error: Exception | None = None
     while True:
         try:
             req, arrays = read_frame_blocking(inp)
@@ -55,15 +58,23 @@ def main() -> int:
                     repo_id=str(req['repo_id']), fps=int(req['fps']),
                     features=dict(req['features']), root=str(req['root']),
                     robot_type=req.get('robot_type') or None,
-                    use_videos=bool(req.get('use_videos', False)))
+                    use_videos=bool(req.get('use_videos', False)),
+                    image_writer_threads=int(req.get('image_writer_threads', 0)))
                 out.write(encode_frame({'ok': True, 'lerobot': lerobot.__version__}))
             elif op == 'frame':
-                frame: dict = {k: np.array(v) for k, v in arrays.items()}
-                for name, value in (req.get('flags') or {}).items():
-                    frame[name] = np.array([bool(value)], dtype=bool)
-                frame['task'] = str(req.get('task', ''))
-                dataset.add_frame(frame)
-                out.write(encode_frame({'ok': True}))
+                if frame_error is None:
+                    try:
+                        frame: dict = {k: np.array(v) for k, v in arrays.items()}
+                        for name, value in (req.get('flags') or {}).items():
+                            frame[name] = np.array([bool(value)], dtype=bool)
+                        frame['task'] = str(req.get('task', ''))
+                        dataset.add_frame(frame)
+                    except Exception as exc:  # noqa: BLE001 - answered at save_episode
+                        traceback.print_exc(file=sys.stderr)
+                        frame_error = exc
+            elif frame_error is not None:
+                exc, frame_error = frame_error, None
+                raise exc
             elif op == 'save_episode':
                 dataset.save_episode()
                 out.write(encode_frame({'ok': True}))

@@ -242,8 +242,18 @@ class BlendedMotion:
         if np.any(on_path):
             pq, pv, pa, _ = self.path.derivatives_many(ts[on_path])
             q[on_path], v[on_path], a[on_path] = pq, pv, pa
-        for i in np.nonzero(~on_path)[0].tolist():
-            q[i], v[i], a[i] = self.sample(float(ts[i]))
+        in_join = ts < self.t_join
+        for i in np.nonzero(in_join)[0].tolist():
+            q[i], v[i], a[i] = _at(self._join, float(ts[i]) - self.t0)
+        if self._fix is not None and np.any(in_join):
+            # the end correction, vectorised (one call per sample made a join at 500 Hz take
+            # ~4x longer); the same sum as :meth:`sample`.
+            fq, fv, fa, _ = self._fix.derivatives_many(ts[in_join])
+            q[in_join] += fq
+            v[in_join] += fv
+            a[in_join] += fa
+        for i in np.nonzero(~on_path & ~in_join)[0].tolist():
+            q[i], v[i], a[i] = self._stop.sample(float(ts[i]))
         return q, v, a
 
     def knots(self, step: float = 0.02) -> tuple[np.ndarray, np.ndarray, np.ndarray,

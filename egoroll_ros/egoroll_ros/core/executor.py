@@ -326,11 +326,13 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Setpoint:
-    """One commanded setpoint (configured joint order) at steady-clock time ``time``."""
+    """One commanded setpoint (configured joint order) at steady-clock time ``time``, with the
+    acceleration of the followed motion there (None: at rest, zero)."""
 
     time: float
     positions: np.ndarray
     velocities: np.ndarray
+    accelerations: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -804,8 +806,8 @@ class ExecutorCore:
         self._run_continues = False
         if self.motion is None:
             return None
-        q, v, _ = self.motion.sample(now)
-        sp = Setpoint(now, q, v)
+        q, v, a = self.motion.sample(now)
+        sp = Setpoint(now, q, v, a)
         checked = self._continuous and self._last is not None and \
             self.state in (EXECUTING, STOPPING)
         # The setpoint before _last belongs to the same unbroken stream only while checked.

@@ -16,6 +16,11 @@ Rules worth knowing (see ``docs/safety_gate.md``):
   time): ``max_step``, ``start_deviation``, the end-effector jump checks and the soft/hard
   translation limits include the step from it to the first point; velocity and acceleration
   include it when the first point's time is > 0.
+- The executor's commanded state (``executor/state``: velocity and acceleration of the motion
+  it follows, :class:`CommandedState`), when fresh, gives the finite differences their history:
+  points "-2" and "-3", one first-point spacing apart before the measured state, follow the
+  commanded velocity and acceleration, so acceleration and jerk are checked across the seam
+  from the running motion, not from rest.
 
 No rclpy import.
 """
@@ -36,6 +41,52 @@ from egoroll_ros.core.validation import check_structure
 from egoroll_ros.errors import ConfigError, RobotModelError
 
 WHOLE_CHUNK = -1
+
+
+@dataclass(frozen=True)
+class CommandedState:
+    """What the executor commands at one tick (``executor/state``).
+
+    Attributes:
+        names: joint names; velocities, accelerations: shape (J,) in that order.
+        stamp: ROS-clock time of the tick (s); received: steady-clock receipt time (s).
+    """
+
+    names: tuple[str, ...]
+    velocities: np.ndarray
+    accelerations: np.ndarray
+    stamp: float = 0.0
+    received: float = 0.0
+
+    def at(self, joints: Sequence[str], t: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """(velocity, acceleration) in ``joints`` order carried to ROS time ``t`` at constant
+        acceleration; None when a joint is missing or a value is not finite."""
+        index = {n: i for i, n in enumerate(self.names)}
+        if any(j not in index for j in joints):
+            return None
+        cols = [index[j] for j in joints]
+        v = np.asarray(self.velocities, float)[cols]
+        a = np.asarray(self.accelerations, float)[cols]
+        if not (np.all(np.isfinite(v)) and np.all(np.isfinite(a)) and math.isfinite(t)):
+            return None
+        return v + a * (t - self.stamp), a
+
+
+def commanded_at_observation(history: Sequence[CommandedState], stamp: float,
+                             steady_now: float | None, max_age: float
+                             ) -> CommandedState | None:
+    """The executor's commanded state at the chunk's observation: the newest of ``history``
+    (oldest first) stamped at or before ``stamp`` (else the oldest), or None when the history
+    is empty or its newest entry was received more than ``max_age`` s before ``steady_now``
+    (the executor's report is stale: the jerk check then starts from the measured state)."""
+    if not history:
+        return None
+    if steady_now is not None and steady_now - history[-1].received > max_age:
+        return None
+    for cs in reversed(history):
+        if cs.stamp <= stamp:
+            return cs
+    return history[0]
 
 #: Checks run on every chunk by :func:`check` that a configuration may turn off.
 OPTIONAL_CHECKS = (
@@ -433,7 +484,8 @@ class _Collector:
 
 def check(chunk: Chunk, measured_state: JointStateData | None,
           robot_model: RobotModel | None, config: GateConfig, now: float,
-          steady_now: float | None = None) -> Verdict:
+          steady_now: float | None = None,
+          commanded: CommandedState | None = None) -> Verdict:
     """Validate ``chunk`` and report every violation.
 
     Args:
@@ -445,6 +497,9 @@ def check(chunk: Chunk, measured_state: JointStateData | None,
         now: ROS-clock time of arrival in seconds (for ``chunk_age`` / ``chunk_in_past``).
         steady_now: ``time.monotonic()`` at arrival; when given, a measured state received
             more than ``max_joint_state_age`` earlier is stale.
+        commanded: the executor's commanded state at the observation
+            (:func:`commanded_at_observation`), or None: velocity, acceleration and jerk are
+            then checked from the measured position alone, as if the arm were at rest.
 
     Returns:
         The verdict; ``check_duration`` is filled in.
@@ -453,7 +508,8 @@ def check(chunk: Chunk, measured_state: JointStateData | None,
     out = _Collector()
     verdict = Verdict(violations=out.items, ee_frames=config.ee_frames)
     try:
-        _check(chunk, measured_state, robot_model, config, now, steady_now, out, verdict)
+        _check(chunk, measured_state, robot_model, config, now, steady_now, out, verdict,
+               commanded)
     finally:
         verdict.check_duration = time.perf_counter() - t0
     return verdict
@@ -488,7 +544,8 @@ def _measured(measured_state: JointStateData | None, config: GateConfig,
 
 def _check(chunk: Chunk, measured_state: JointStateData | None,
            robot_model: RobotModel | None, config: GateConfig, now: float,
-           steady_now: float | None, out: _Collector, verdict: Verdict) -> None:
+           steady_now: float | None, out: _Collector, verdict: Verdict,
+           commanded: CommandedState | None = None) -> None:
     if robot_model is None:
         out.one('robot_model', '', WHOLE_CHUNK, math.nan, math.nan,
                 'robot_model: no valid robot model (robot_description / urdf_path)')
@@ -607,15 +664,36 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
             if vel_decl is not None:
                 out.mask('velocity_limit', np.abs(vel_decl) > vl, vel_decl, vl, joints, 0,
                          'declared velocity {v:.6g} exceeds {lim:.6g}')
-        if config.enabled('jerk_limit') and vel.shape[0] >= 3:
-            _jerk_check(out, vel, vdt, lim.jerk, joints, voff)
+        cmd = None if commanded is None or qm is None or t_first <= 0.0 else \
+            commanded.at(joints, chunk.stamp)
+        if cmd is not None:
+            # History from the executor: points -3 and -2 at -2h and -h (h: the first
+            # point's time) on the commanded velocity and acceleration, before the measured
+            # point -1 at 0. Their own steps are the executor's, not the chunk's: only the
+            # accelerations from point -1 on and the jerks from the one between -2 and -1
+            # on are checked.
+            v_c, a_c = cmd
+            h = t_first
+            hist = np.stack([qm - 2.0 * h * v_c + 2.0 * h * h * a_c,
+                             qm - h * v_c + 0.5 * h * h * a_c])
+            hdt = np.concatenate([[h, h], vdt])
+            hvel = np.concatenate([(hist[1:] - hist[:-1]) / h, [(qm - hist[1]) / h], vel])
+        else:
+            hdt, hvel = vdt, vel
+        if config.enabled('jerk_limit'):
+            if cmd is not None:
+                _jerk_check(out, hvel, hdt, lim.jerk, joints, -2)
+            elif vel.shape[0] >= 3:
+                _jerk_check(out, vel, vdt, lim.jerk, joints, voff)
         if config.enabled('acceleration_limit'):
-            if vel.shape[0] >= 2:
-                mid = 0.5 * (vdt[1:] + vdt[:-1])
-                acc = (vel[1:] - vel[:-1]) / mid[:, None]
+            if hvel.shape[0] >= 2:
+                mid = 0.5 * (hdt[1:] + hdt[:-1])
+                acc = (hvel[1:] - hvel[:-1]) / mid[:, None]
                 al = lim.acceleration
-                out.mask('acceleration_limit', np.abs(acc) > al, acc, al, joints, voff,
-                         'finite-difference acceleration {v:.6g} exceeds {lim:.6g}')
+                skip, aoff = (1, -1) if cmd is not None else (0, voff)
+                out.mask('acceleration_limit', np.abs(acc[skip:]) > al, acc[skip:], al,
+                         joints, aoff, 'finite-difference acceleration {v:.6g} exceeds '
+                         '{lim:.6g}')
             if acc_decl is not None:
                 al = lim.acceleration
                 out.mask('acceleration_limit', np.abs(acc_decl) > al, acc_decl, al, joints, 0,
@@ -632,9 +710,10 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
 
 def _jerk_check(out: _Collector, vel: np.ndarray, vdt: np.ndarray, limit: np.ndarray,
                 joints: Sequence[str], voff: int) -> None:
-    """Jerk by finite differences: of the accelerations the acceleration check computes
-    (each sits at the point between two steps), over the time between those points; a
-    violation names the later point.
+    """Jerk by finite differences: 6x the third divided difference over four consecutive
+    points (of the accelerations the acceleration check computes, over a third of the time
+    those four points span: for any spacing a weighted mean of the path's jerk there); a
+    violation names the third of the four points.
 
     Args:
         vel: (S, J) finite-difference velocities of S consecutive steps; vdt: (S,) their
@@ -642,7 +721,8 @@ def _jerk_check(out: _Collector, vel: np.ndarray, vdt: np.ndarray, limit: np.nda
     """
     mid = 0.5 * (vdt[1:] + vdt[:-1])
     acc = (vel[1:] - vel[:-1]) / mid[:, None]
-    jerk = (acc[1:] - acc[:-1]) / vdt[1:-1, None]
+    span = (vdt[:-2] + vdt[1:-1] + vdt[2:]) / 3.0
+    jerk = (acc[1:] - acc[:-1]) / span[:, None]
     out.mask('jerk_limit', np.abs(jerk) > limit, jerk, limit, joints, voff + 1,
              'finite-difference jerk {v:.6g} exceeds {lim:.6g}')
 

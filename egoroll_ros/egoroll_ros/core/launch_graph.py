@@ -20,6 +20,7 @@ them); ``bimanual:=true`` switches the default parameter files to
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,8 @@ class NodeSpec:
     arguments: tuple[str, ...] = ()
     log_level: str = 'info'
     ready: Ready = Ready()
+    #: A managed (lifecycle) node: launch starts it as a launch_ros ``LifecycleNode``.
+    lifecycle: bool = False
 
     @property
     def fqn(self) -> str:
@@ -130,6 +133,11 @@ def _policy_args() -> list[Argument]:
                  'empty: the parameter file decides.'),
         Argument('policy_fingerprint', '', 'sha256 fingerprint the checkpoint must have (the '
                  'policy.expected_fingerprint parameter); empty: the parameter file decides.'),
+        Argument('autostart', 'true', 'policy_node is a lifecycle node. true: it configures '
+                 '(loads and checks the checkpoint) and activates itself at start-up (its '
+                 'autoconfigure parameter); false: it stays unconfigured for a lifecycle '
+                 'manager or `ros2 lifecycle set <node> configure` and then `activate`.',
+                 BOOLEANS),
     ]
 
 
@@ -312,9 +320,15 @@ def describe(graph: str, given: Mapping[str, str], share: str | Path,
             pol_over['policy.path'] = args['policy_path']
         if args['policy_fingerprint']:
             pol_over['policy.expected_fingerprint'] = args['policy_fingerprint']
-        nodes.append(spec('policy_node', overrides=pol_over, remaps=_state_remap(args),
-                          ready=Ready(services=('policy/preflight', 'policy/start',
-                                                'policy/stop'), timeout=120.0)))
+        autostart = _flag(args, 'autostart')
+        pol_over['autoconfigure'] = autostart
+        # Configured, it offers the rollout services; unconfigured, only the lifecycle's.
+        ready = Ready(services=('policy/preflight', 'policy/start', 'policy/stop'),
+                      timeout=120.0) if autostart else \
+            Ready(services=('policy_node/change_state',))
+        nodes.append(dataclasses.replace(
+            spec('policy_node', overrides=pol_over, remaps=_state_remap(args), ready=ready),
+            lifecycle=True))
     if graph in ('rollout', 'sim') and _flag(args, 'rviz'):
         rviz_config = args['rviz_config'] or str(cfg / 'egoroll.rviz')
         nodes.append(NodeSpec(package='rviz2', executable='rviz2', name='rviz2', namespace=ns,

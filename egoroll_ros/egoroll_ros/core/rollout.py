@@ -1,9 +1,13 @@
 """The rollout state machine of the policy node (pure; thread-safe).
 
-States (values equal ``RolloutStatus.STATE_*``): UNCONFIGURED -> (configure) IDLE ->
-(preflight) PREFLIGHT -> READY -> (start, within ``preflight_validity`` s of the passing
-preflight) RUNNING -> (stop) IDLE. An inference error or non-finite output moves to FAULT;
-stop or a new preflight clears it. READY expires back to IDLE when the preflight gets old.
+States (values equal ``RolloutStatus.STATE_*``): IDLE -> (preflight) PREFLIGHT -> READY ->
+(start, within ``preflight_validity`` s of the passing preflight) RUNNING -> (stop) IDLE. An
+inference error or non-finite output moves to FAULT; stop or a new preflight clears it. READY
+expires back to IDLE when the preflight gets old.
+
+The machine exists only while the node is configured: the node's lifecycle state is the one
+model of configured or not (``RolloutStatus.STATE_UNCONFIGURED`` and ``STATE_SHUTDOWN`` are
+lifecycle states the node reports itself), so there is no unconfigured rollout state here.
 
 Stop and publish share :attr:`RolloutStateMachine.lock` and a generation counter: a chunk is
 published only through :meth:`RolloutStateMachine.publish_if_current` while the rollout that
@@ -22,15 +26,13 @@ T = TypeVar('T')
 
 
 class State(IntEnum):
-    """Rollout states (same numbers as the RolloutStatus constants)."""
+    """Rollout states of a configured node (same numbers as the RolloutStatus constants)."""
 
-    UNCONFIGURED = 0
     IDLE = 1
     PREFLIGHT = 2
     READY = 3
     RUNNING = 4
     FAULT = 5
-    SHUTDOWN = 6
 
 
 class TransitionError(Exception):
@@ -56,8 +58,8 @@ class RolloutStateMachine:
         self.preflight_validity = float(preflight_validity)
         self._clock = clock
         self.lock = threading.RLock()
-        self._state = State.UNCONFIGURED
-        self._detail = 'not configured'
+        self._state = State.IDLE
+        self._detail = 'configured; waiting for preflight'
         self._generation = 0
         self._sequence = int(first_sequence) - 1
         self._preflight_at: float | None = None
@@ -77,6 +79,12 @@ class RolloutStateMachine:
         with self.lock:
             self._expire()
             return self._detail
+
+    @property
+    def last_sequence(self) -> int:
+        """The last sequence handed out (``first_sequence - 1`` before the first)."""
+        with self.lock:
+            return self._sequence
 
     @property
     def generation(self) -> int:
@@ -99,27 +107,11 @@ class RolloutStateMachine:
             self._generation += 1
 
     # ----- transitions -----
-    def configured(self) -> None:
-        """A policy was loaded and validated."""
-        with self.lock:
-            self._set(State.IDLE, 'configured; waiting for preflight', bump=True)
-
-    def unconfigured(self, reason: str) -> None:
-        """The policy was unloaded or refused (``reason`` says why)."""
-        with self.lock:
-            self._preflight_at = None
-            self._set(State.UNCONFIGURED, reason, bump=True)
-
-    def shutdown(self) -> None:
-        """The node is going down; nothing publishes any more."""
-        with self.lock:
-            self._set(State.SHUTDOWN, 'shutting down', bump=True)
-
     def begin_preflight(self) -> None:
         """Enter PREFLIGHT (allowed from IDLE, READY and FAULT).
 
         Raises:
-            TransitionError: unconfigured, running, or a preflight already in progress.
+            TransitionError: running, or a preflight already in progress.
         """
         with self.lock:
             self._expire()
@@ -175,8 +167,6 @@ class RolloutStateMachine:
         """Enter FAULT (only if ``generation`` is still current, when given)."""
         with self.lock:
             if generation is not None and generation != self._generation:
-                return False
-            if self._state in (State.UNCONFIGURED, State.SHUTDOWN):
                 return False
             self._preflight_at = None
             self._set(State.FAULT, reason, bump=True)

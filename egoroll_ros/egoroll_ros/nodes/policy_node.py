@@ -1,11 +1,14 @@
 """policy_node: live inputs -> observation -> policy -> stamped ``policy/chunk``.
 
-A lifecycle node. Configure loads and validates the checkpoint; ``policy/preflight`` runs one
-inference and publishes it as a shadow chunk; ``policy/start`` starts the live rollout (only
-after a passing preflight within ``preflight_validity`` s); ``policy/stop`` stops it. Inference
-runs in one dedicated worker thread at ``query_frequency`` with absolute deadlines, never in a
-callback. The logic lives in the pure cores (:mod:`egoroll_ros.core.observation`,
-:mod:`egoroll_ros.core.rollout`, :mod:`egoroll_ros.core.debounce`, :mod:`egoroll_ros.policies`).
+A lifecycle node (docs/policy.md, "Rollout control"): configure loads and checks the checkpoint
+and creates the topics, services and the worker; activate allows preflight and start;
+deactivate stops the rollout; cleanup destroys them and releases the policy. ``policy/preflight``
+runs one inference and publishes it as a shadow chunk; ``policy/start`` starts the live
+rollout (only after a passing preflight within ``preflight_validity`` s); ``policy/stop`` stops
+it. Inference runs in one dedicated worker thread at ``query_frequency`` with absolute
+deadlines, never in a callback. The logic lives in the pure cores
+(:mod:`egoroll_ros.core.observation`, :mod:`egoroll_ros.core.rollout`,
+:mod:`egoroll_ros.core.debounce`, :mod:`egoroll_ros.policies`).
 
 Chunk stamp: the node's ROS-clock time at which the observation was assembled from inputs that
 were all within their max age (header stamps of the inputs are not trusted for this: a driver
@@ -24,7 +27,12 @@ from typing import Any
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.lifecycle import (
+    LifecycleNode,
+    LifecyclePublisher,
+    LifecycleState,
+    TransitionCallbackReturn,
+)
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.task import Future
 from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
@@ -257,17 +265,23 @@ class PolicyNode(LifecycleNode):
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
         self.aggregator = self._make_aggregator()
-        # Sequences continue across rollouts and above any earlier run of this node.
-        self.sm = RolloutStateMachine(self.p['preflight_validity'], time.monotonic,
-                                      first_sequence=time.time_ns() // 1000)
         names = [JOINT_STATES] + [camera_input(c.name) for c in self.cameras] + \
             [QUEST_JOY, QUEST_LEFT, QUEST_RIGHT]
         self.inputs = LatestInputs(names)
+        # Configured state (on_configure .. on_cleanup): the rollout state machine, the
+        # policy, the node's topics, services and timers, and the inference worker.
+        self.sm: RolloutStateMachine | None = None
         self.policy: Policy | None = None
         self.builder: ObservationBuilder | None = None
         self.cartesian: CartesianRuntime | None = None
         self.space: ActionSpace | None = None
         self.active = False
+        #: Why the node is unconfigured (lifecycle state 'unconfigured'; '' once configured).
+        self.unconfigured_detail = 'not configured (lifecycle configure loads the policy)'
+        self._last_sequence = time.time_ns() // 1000 - 1
+        self._entities: dict[str, list[Any]] = {}
+        self._worker: threading.Thread | None = None
+        self._stop_worker = threading.Event()
         self.inferences_skipped = 0
         self.last_latency = math.nan
         self.last_skip_reason = ''
@@ -278,57 +292,16 @@ class PolicyNode(LifecycleNode):
         self._preflight_req: Future | None = None
         self._req_lock = threading.Lock()
         self._reset_generation = -1
-
-        # The services' coroutines (preflight awaits the worker, stop awaits the gate) hold
-        # their callback group while they wait: a reentrant group of their own, so a stop is
-        # served during a preflight, and the default group (every other callback) stays free.
-        self._srv_group = ReentrantCallbackGroup()
-        for cam in self.cameras:
-            mtype, topic = (CompressedImage, f'camera/{cam.name}/image_raw/compressed') \
-                if cam.compressed else (Image, f'camera/{cam.name}/image_raw')
-            self.create_subscription(mtype, topic, self._camera_cb(camera_input(cam.name)),
-                                     qos_profile_sensor_data)
-        self.create_subscription(JointState, 'joint_states', self._on_joint_states,
-                                 qos_profile_sensor_data)
-        self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
-        for name in (QUEST_LEFT, QUEST_RIGHT):
-            self.create_subscription(PoseStamped, name, self._pose_cb(name),
-                                     qos_profile_sensor_data)
-        self.chunk_pub = self.create_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
-        # Operator takeover: teleop chunks on policy/chunk, the policy in shadow meanwhile.
-        self.takeover = TakeoverHook(self, self.p, self.inputs, self.sm, self.chunk_pub.publish,
-                                     self.p['frame_id'])
-        self.markers = ChunkMarkers(self, self.p['markers.frames'], self.p['urdf_path'])
-        self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
         self._last_status: RolloutStatus | None = None
-        self._diagnostics = DiagnosticsUpdater(self, 1.0, timer=True)
-        self._diagnostics.add('rollout', self._rollout_status)
-        self.create_service(Trigger, 'policy/preflight', self._srv_preflight,
-                            callback_group=self._srv_group)
-        self.create_service(Trigger, 'policy/start', self._srv_start,
-                            callback_group=self._srv_group)
-        self.create_service(Trigger, 'policy/stop', self._srv_stop,
-                            callback_group=self._srv_group)
         self._shadow_seq: int | None = None
         self._shadow_verdict: tuple[bool, str] | None = None
-        if self.p['gate.require_preflight_acceptance']:
-            self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, _RELIABLE)
-        else:
-            self.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
-                                      "start does not wait for the gate's word on the preflight")
         self._gate_stop = None
-        if self.p['gate.stop_service']:
-            self._gate_stop = self.create_client(Trigger, self.p['gate.stop_service'])
-        else:
-            self.get_logger().warning("parameter 'gate.stop_service' is empty: a stop only "
-                                      'stops publishing; the running chunk goes on until the '
-                                      "executor's command_timeout")
-        self.create_timer(1.0 / self.p['status_rate'], self._publish_status)
-        self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
-                                        daemon=True)
-        self._worker.start()
+        # Diagnostics exist in every lifecycle state: they say why the node is unconfigured.
+        self._diagnostics = DiagnosticsUpdater(self, 1.0, timer=True)
+        self._diagnostics.add('rollout', self._rollout_status)
         # A Cartesian configuration without urdf_path takes the robot's URDF from
-        # robot_description (latched, as robot_state_publisher and sim_robot publish it).
+        # robot_description (latched, as robot_state_publisher and sim_robot publish it): an
+        # input of configure itself, so it is taken in every lifecycle state.
         self._description: str | None = None
         self._needs_description = (self.setup.cartesian is not None
                                    and not self.setup.cartesian.urdf_path)
@@ -337,8 +310,8 @@ class PolicyNode(LifecycleNode):
                                      LATCHED)
         if self.p['autoconfigure']:
             if self._needs_description:
-                self.sm.unconfigured('waiting for robot_description (Cartesian policy, no '
-                                     'urdf_path) to configure')
+                self.unconfigured_detail = ('waiting for robot_description (Cartesian policy, '
+                                            'no urdf_path) to configure')
                 self.get_logger().info('configure deferred until robot_description arrives')
             else:
                 self._autoconfigure()
@@ -361,20 +334,107 @@ class PolicyNode(LifecycleNode):
 
     # ---------------------------------------------------------------- lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Load and validate the checkpoint; refuse (stay unconfigured) with the reason."""
+        """Load and validate the checkpoint, then create the topics, services, timers and the
+        inference worker; refuse (stay unconfigured, nothing created) with the reason."""
         try:
             self._load_policy()
         except (CheckpointError, ConfigError) as exc:
             self.get_logger().error(f'configure refused: {exc}')
-            self.sm.unconfigured(f'configure refused: {exc}')
+            self.unconfigured_detail = f'configure refused: {exc}'
             return TransitionCallbackReturn.FAILURE
         meta = self.policy.metadata
         self.get_logger().info(
             f'policy {meta.backend} loaded: fingerprint {meta.fingerprint}, chunk '
             f'{meta.chunk_length}x{meta.action_size} every {meta.step_period:g} s, images '
             f'{[(f.camera, f.height, f.width) for f in meta.image_features]}')
-        self.sm.configured()
+        # Sequences continue across rollouts and reconfigurations, and above any earlier run
+        # of this node (the first is the wall-clock time in microseconds).
+        self.sm = RolloutStateMachine(
+            self.p['preflight_validity'], time.monotonic,
+            first_sequence=max(time.time_ns() // 1000, self._last_sequence + 1))
+        self._shadow_seq = self._shadow_verdict = None
+        before = self._entity_lists()
+        try:
+            self._create_entities()
+        except Exception:
+            self._destroy_entities(before)
+            self._release_policy()
+            raise
+        self._entities = {k: [e for e in v if e not in before[k]]
+                          for k, v in self._entity_lists().items()}
+        self._stop_worker.clear()
+        self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
+                                        daemon=True)
+        self._worker.start()
+        self.unconfigured_detail = ''
         return TransitionCallbackReturn.SUCCESS
+
+    def _create_entities(self) -> None:
+        """What exists only while configured (inputs, outputs, services, the gate client)."""
+        for cam in self.cameras:
+            mtype, topic = (CompressedImage, f'camera/{cam.name}/image_raw/compressed') \
+                if cam.compressed else (Image, f'camera/{cam.name}/image_raw')
+            self.create_subscription(mtype, topic, self._camera_cb(camera_input(cam.name)),
+                                     qos_profile_sensor_data)
+        self.create_subscription(JointState, 'joint_states', self._on_joint_states,
+                                 qos_profile_sensor_data)
+        self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
+        for name in (QUEST_LEFT, QUEST_RIGHT):
+            self.create_subscription(PoseStamped, name, self._pose_cb(name),
+                                     qos_profile_sensor_data)
+        # A lifecycle publisher: it publishes only while the node is active.
+        self.chunk_pub = self.create_lifecycle_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
+        # Operator takeover: teleop chunks on policy/chunk, the policy in shadow meanwhile.
+        self.takeover = TakeoverHook(self, self.p, self.inputs, self.sm, self.chunk_pub.publish,
+                                     self.p['frame_id'])
+        self.markers = ChunkMarkers(self, self.p['markers.frames'], self.p['urdf_path'])
+        self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
+        # The services' coroutines (preflight awaits the worker, stop awaits the gate) hold
+        # their callback group while they wait: a reentrant group of their own, so a stop is
+        # served during a preflight, and the default group (every other callback) stays free.
+        group = ReentrantCallbackGroup()
+        self.create_service(Trigger, 'policy/preflight', self._srv_preflight,
+                            callback_group=group)
+        self.create_service(Trigger, 'policy/start', self._srv_start, callback_group=group)
+        self.create_service(Trigger, 'policy/stop', self._srv_stop, callback_group=group)
+        if self.p['gate.require_preflight_acceptance']:
+            self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, _RELIABLE)
+        else:
+            self.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
+                                      "start does not wait for the gate's word on the preflight")
+        self._gate_stop = None
+        if self.p['gate.stop_service']:
+            self._gate_stop = self.create_client(Trigger, self.p['gate.stop_service'])
+        else:
+            self.get_logger().warning("parameter 'gate.stop_service' is empty: a stop only "
+                                      'stops publishing; the running chunk goes on until the '
+                                      "executor's command_timeout")
+        self.create_timer(1.0 / self.p['status_rate'], self._publish_status)
+
+    _KINDS = ('publishers', 'subscriptions', 'services', 'clients', 'timers')
+
+    def _entity_lists(self) -> dict[str, list[Any]]:
+        return {k: list(getattr(self, k)) for k in self._KINDS}
+
+    def _destroy_entities(self, keep: dict[str, list[Any]] | None = None) -> None:
+        """Destroy what configure created (``keep``: what existed before it)."""
+        made = self._entities if keep is None else \
+            {k: [e for e in v if e not in keep[k]] for k, v in self._entity_lists().items()}
+        for pub in made.get('publishers', []):
+            if isinstance(pub, LifecyclePublisher):
+                self.destroy_lifecycle_publisher(pub)
+            else:
+                self.destroy_publisher(pub)
+        for sub in made.get('subscriptions', []):
+            self.destroy_subscription(sub)
+        for srv in made.get('services', []):
+            self.destroy_service(srv)
+        for cli in made.get('clients', []):
+            self.destroy_client(cli)
+        for tmr in made.get('timers', []):
+            self.destroy_timer(tmr)
+        self._entities = {}
+        self._gate_stop = None
 
     def _apply_live(self, changes: dict[str, Any]) -> None:
         """``max_age.*`` and ``max_clock_offset`` set live: the next observation is judged
@@ -416,21 +476,21 @@ class PolicyNode(LifecycleNode):
             old.close()
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Accept preflight/start requests."""
+        """Accept preflight/start requests (and enable the chunk publisher)."""
         self.active = True
         return super().on_activate(state)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Stop any rollout and refuse requests."""
+        """Stop any rollout (the gate cancels and holds) and refuse requests."""
         self.active = False
-        if self.sm.stop('deactivated') is State.RUNNING:
+        if self.sm.stop('deactivated (lifecycle): activate to allow preflight/start') \
+                is State.RUNNING:
             self._stop_gate('lifecycle deactivate')
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Unload the policy."""
-        self.sm.unconfigured('cleaned up')
-        self._close_policy()
+        """Stop the worker, destroy the topics and services, and release the policy."""
+        self._unconfigure('cleaned up (lifecycle): configure to load the policy again')
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -438,8 +498,34 @@ class PolicyNode(LifecycleNode):
         self.close()
         return TransitionCallbackReturn.SUCCESS
 
-    def _close_policy(self) -> None:
+    def _unconfigure(self, why: str) -> None:
+        sm = self.sm
+        if sm is not None:
+            if sm.stop(why) is State.RUNNING:
+                self._stop_gate(why)
+            self._last_sequence = sm.last_sequence
+        self.active = False
+        if sm is not None and self.context.ok():   # the last word on policy/status
+            self.status_pub.publish(RolloutStatus(
+                state=RolloutStatus.STATE_SHUTDOWN if self._closing else
+                RolloutStatus.STATE_UNCONFIGURED, state_name='SHUTDOWN' if self._closing else
+                'UNCONFIGURED', detail=why, chunks_published=sm.chunks_published,
+                inferences_skipped=self.inferences_skipped))
+        self._stop_worker.set()
+        self._wake.set()
+        worker, self._worker = self._worker, None
+        if worker is not None and worker.is_alive() and \
+                threading.current_thread() is not worker:
+            worker.join(timeout=10.0)
+        self._destroy_entities()
+        self._release_policy()
+        self.sm = None
+        self._last_status = None
+        self.unconfigured_detail = why
+
+    def _release_policy(self) -> None:
         policy, self.policy = self.policy, None
+        self.builder = self.cartesian = self.space = None
         if policy is not None:
             policy.close()
 
@@ -448,11 +534,7 @@ class PolicyNode(LifecycleNode):
         if self._closing:
             return
         self._closing = True
-        self.sm.shutdown()
-        self._wake.set()
-        if self._worker.is_alive() and threading.current_thread() is not self._worker:
-            self._worker.join(timeout=10.0)
-        self._close_policy()
+        self._unconfigure('shutting down')
 
     # ---------------------------------------------------------------- inputs
     def _camera_cb(self, name: str):  # noqa: ANN202
@@ -509,11 +591,12 @@ class PolicyNode(LifecycleNode):
         # A coroutine: the inference runs on the worker thread and this callback awaits its
         # result, so the node's (single) executor thread keeps taking inputs, status and stop
         # requests meanwhile.
-        if not self.active or self.policy is None:
-            res.success, res.message = False, f'not active ({self.sm.detail})'
+        sm = self.sm
+        if not self.active or sm is None:
+            res.success, res.message = False, self._inactive()
             return res
         try:
-            self.sm.begin_preflight()
+            sm.begin_preflight()
         except TransitionError as exc:
             res.success, res.message = False, str(exc)
             return res
@@ -523,7 +606,7 @@ class PolicyNode(LifecycleNode):
         self._wake.set()
         limit = 3.0 * self.p['policy.request_timeout'] + 5.0
         if not await wait_for(self, done, limit):
-            self.sm.fault(f'preflight did not finish within {limit:g} s')
+            sm.fault(f'preflight did not finish within {limit:g} s')
             res.success, res.message = False, f'preflight timed out after {limit:g} s'
             return res
         res.success, res.message = done.result()
@@ -549,9 +632,15 @@ class PolicyNode(LifecycleNode):
             return f'the safety gate did not accept preflight shadow chunk {seq}: {verdict[1]}'
         return ''
 
+    def _inactive(self) -> str:
+        """Why preflight/start are refused while the node is not active."""
+        if self.sm is None:
+            return f'not active: unconfigured ({self.unconfigured_detail})'
+        return f'not active: lifecycle state inactive, activate to allow it ({self.sm.detail})'
+
     def _start(self) -> tuple[bool, str]:
-        if not self.active or self.policy is None:
-            return False, f'not active ({self.sm.detail})'
+        if not self.active or self.sm is None:
+            return False, self._inactive()
         refusal = self._gate_refusal()
         if refusal and self.sm.state is State.READY:
             return False, f'start refused: {refusal}'
@@ -572,19 +661,20 @@ class PolicyNode(LifecycleNode):
         # what runs and answers once the executor confirmed the hold. A coroutine: the single
         # executor thread keeps serving the gate's answer meanwhile.
         old = self.sm.stop('stopped by request')
-        if self._gate_stop is None:
+        gate_stop = self._gate_stop
+        if gate_stop is None:
             res.success = True
             res.message = (f'stopped publishing (was {old.name}); no safety gate configured '
                            "(gate.stop_service ''): motion is NOT confirmed stopped")
             return res
         limit = self.p['gate.stop_timeout']
-        if not self._gate_stop.service_is_ready():
+        if not gate_stop.service_is_ready():
             res.success = False
             res.message = (f'stopped publishing (was {old.name}), but the safety gate '
                            f"({self.p['gate.stop_service']}) is unreachable: hold NOT confirmed "
                            "(the executor's heartbeat and command timeouts still stop it)")
             return res
-        future = self._gate_stop.call_async(Trigger.Request())
+        future = gate_stop.call_async(Trigger.Request())
         if not await wait_for(self, future, limit):
             res.success = False
             res.message = (f'stopped publishing (was {old.name}), but the safety gate did not '
@@ -620,11 +710,11 @@ class PolicyNode(LifecycleNode):
     def _run_worker(self) -> None:
         period = 1.0 / self.p['query_frequency']
         deadline = time.monotonic()
-        while not self._closing:
+        while not self._stop_worker.is_set():
             woke = self._wake.wait(max(0.0, deadline - time.monotonic()))
             if woke:
                 self._wake.clear()
-            if self._closing:
+            if self._stop_worker.is_set():
                 break
             with self._req_lock:
                 req, self._preflight_req = self._preflight_req, None
@@ -770,15 +860,16 @@ class PolicyNode(LifecycleNode):
 
     # ---------------------------------------------------------------- status
     def _publish_status(self) -> None:
-        if self._closing:
+        sm = self.sm
+        if sm is None or self._closing:
             return
         now = time.monotonic()
-        state = self.sm.state
+        state = sm.state
         msg = RolloutStatus()
         msg.header.stamp = self.get_clock().now().to_msg()
         msg.state = int(state)
         msg.state_name = state.name
-        detail = self.sm.detail
+        detail = sm.detail
         if state is State.RUNNING and self.last_skip_reason:
             detail = f'{detail}; last skip: {self.last_skip_reason}'
         if state is State.RUNNING and self.last_underrun:
@@ -788,7 +879,7 @@ class PolicyNode(LifecycleNode):
                 'in shadow)'
         msg.detail = detail
         msg.policy_id = self.policy.metadata.fingerprint if self.policy is not None else ''
-        msg.chunks_published = self.sm.chunks_published
+        msg.chunks_published = sm.chunks_published
         msg.inferences_skipped = self.inferences_skipped
         msg.last_inference_latency = float(self.last_latency)
         ages = self.inputs.ages(now)
@@ -799,6 +890,10 @@ class PolicyNode(LifecycleNode):
         self._last_status = msg
 
     def _rollout_status(self) -> TaskStatus:
+        if self.sm is None:
+            refused = self.unconfigured_detail.startswith('configure refused')
+            return TaskStatus(ERROR if refused else WARN,
+                              f'UNCONFIGURED: {self.unconfigured_detail}')
         st = self._last_status
         if st is None:
             return TaskStatus(STALE, 'no status published yet')
@@ -814,7 +909,7 @@ class PolicyNode(LifecycleNode):
         values += [(f'clock offset {n}', f"{o['last']:+.4f} (min {o['min']:+.4f}, max "
                                          f"{o['max']:+.4f}, {o['count']} msgs)")
                    for n, o in self.inputs.clock_offsets().items() if o['count']]
-        level = {State.FAULT: ERROR, State.UNCONFIGURED: WARN}.get(State(st.state), OK)
+        level = ERROR if st.state == State.FAULT else OK
         return TaskStatus(level, f'{st.state_name}: {st.detail}', values)
 
 

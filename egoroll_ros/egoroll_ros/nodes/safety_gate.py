@@ -16,7 +16,7 @@ from typing import Any
 
 from action_msgs.msg import GoalInfo
 from action_msgs.srv import CancelGoal
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -25,7 +25,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ActionChunk, GateVerdict, InterlockHeartbeat
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, InterlockHeartbeat
 from egoroll_ros.core.cartesian import (
     cartesian_config_from_params,
     check_cartesian,
@@ -34,10 +34,12 @@ from egoroll_ros.core.cartesian import (
 from egoroll_ros.core.gate import (
     OPTIONAL_CHECKS,
     WHOLE_CHUNK,
+    CommandedState,
     GateConfig,
     Verdict,
     Violation,
     check,
+    commanded_at_observation,
     config_from_params,
     measured_at_observation,
     prepare,
@@ -63,11 +65,13 @@ from egoroll_ros.ros.convert import (
     is_cartesian,
     joint_state_from_msg,
     sec_to_time,
+    time_to_sec,
     trajectory_to_msg,
     verdict_to_msg,
 )
+from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.markers import path_marker
-from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import next_turn, run_node
 
@@ -155,8 +159,9 @@ PARAMS = [
     Param('on_reject', str, 'hold', 'hold: cancel the running goal and latch a fault until '
           'safety/reset; skip: drop the chunk and let the running goal finish',
           choices=('hold', 'skip'), read_only=True),
-    Param('confirm_timeout', float, 10.0, 's a chunk waits for confirmation', min=0.0,
-          read_only=True, min_exclusive=True),
+    Param('confirm_timeout', float, 10.0, 's a chunk waits for confirmation (live: for chunks '
+          'held from then on)', min=0.0,
+          read_only=False, min_exclusive=True),
     Param('require_deadman', bool, True, 'motion needs the quest/joy deadman axis held',
           read_only=True),
     Param('deadman_axis', int, 3, 'quest/joy axis index of the deadman (grip)', min=0,
@@ -168,7 +173,7 @@ PARAMS = [
     Param('confirm_button', int, 0, 'quest/joy button index that confirms; -1: none', min=-1,
           read_only=True),
     Param('joy_timeout', float, 0.5, 's (steady) after which quest/joy is stale (deadman '
-          'released)', min=0.0, read_only=True, min_exclusive=True),
+          'released)', min=0.0, read_only=False, min_exclusive=True),
     Param('watchdog_period', float, 0.02, 's between safety watchdog checks', min=0.001,
           max=1.0, read_only=True),
     Param('diagnostics_period', float, 1.0, 's between /diagnostics messages', min=0.05,
@@ -200,19 +205,21 @@ class SafetyGate(Node):
         # Recent joint_states (about 2.5 s at 100 Hz): chunks are checked against the state
         # their observation saw (core.gate.measured_at_observation).
         self._js_history: collections.deque = collections.deque(maxlen=256)
+        # The executor's commanded states (executor/state, ~0.6 s at 100 Hz): the history of
+        # the acceleration and jerk checks (core.gate.commanded_at_observation).
+        self._cmd_history: collections.deque = collections.deque(maxlen=64)
         self.interlock = Interlock(interlock_config_from_params(p))
         self._joy_map = JoyMapping.from_params(p)
+        watch_live(self, PARAMS, p, self._apply_live)
         self._goal_handle = None
         self._inflight: set[Any] = set()   # send_goal futures not answered yet
         self._heartbeats = 0
         self._counts: dict[str, int] = {}
         self._last_summary = ''
-        self._warned: set[str] = set()
 
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self._verdict_pub = self.create_publisher(GateVerdict, 'safety/verdict', reliable)
         self._marker_pub = self.create_publisher(MarkerArray, 'safety/markers', 10)
-        self._diag_pub = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self._heartbeat_pub = self.create_publisher(InterlockHeartbeat, 'safety/heartbeat',
                                                     reliable)
         self._client = ActionClient(self, ExecuteTrajectory, 'execute_trajectory')
@@ -222,6 +229,7 @@ class SafetyGate(Node):
             CancelGoal, 'execute_trajectory/_action/cancel_goal')
         self.create_subscription(JointState, 'joint_states', self._on_joint_state,
                                  qos_profile_sensor_data)
+        self.create_subscription(ExecutorState, 'executor/state', self._on_executor_state, 10)
         self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, reliable)
         self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
         self.create_service(Trigger, 'safety/reset', self._on_reset)
@@ -233,7 +241,8 @@ class SafetyGate(Node):
         self.create_service(Trigger, 'safety/stop', self._on_stop_srv,
                             callback_group=ReentrantCallbackGroup())
         self.create_timer(p['watchdog_period'], self._watchdog)
-        self.create_timer(p['diagnostics_period'], self._publish_diagnostics)
+        self._diag = DiagnosticsUpdater(self, p['diagnostics_period'], timer=True)
+        self._diag.add('safety gate', self._diagnostics)
 
         self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
                                           self._model_failed)
@@ -249,6 +258,15 @@ class SafetyGate(Node):
         self.get_logger().info(f'safety gate ready: {len(self.config.joints)} joints, '
                                f'frames {list(self.config.ee_frames)}, on_reject='
                                f"{p['on_reject']}")
+
+    def _apply_live(self, changes: dict[str, Any]) -> None:
+        """joy_timeout and confirm_timeout set live: the interlock uses them from its next
+        event (ConfigError from the core refuses the change)."""
+        config = interlock_config_from_params({**self.p, **changes})
+        with self._lock:
+            self.interlock.config = config
+        self.get_logger().info('set live: ' + ', '.join(f'{k}={v!r}'
+                                                        for k, v in sorted(changes.items())))
 
     # ---- inputs ----------------------------------------------------------------------------
     def _set_model(self, model: RobotModel) -> None:
@@ -274,11 +292,36 @@ class SafetyGate(Node):
         try:
             js = joint_state_from_msg(msg, received=time.monotonic())
         except TrajectoryError as exc:
-            self._warn_once('js', f'ignoring malformed joint_states: {exc}')
+            self.get_logger().warning(f'ignoring malformed joint_states: {exc}', once=True)
             return
         with self._lock:
             self._js = js
             self._js_history.append(js)
+
+    def _on_executor_state(self, msg: ExecutorState) -> None:
+        n = len(msg.joint_names)
+        if len(msg.velocities) != n or len(msg.accelerations) != n:
+            self.get_logger().warning('ignoring malformed executor/state (array sizes '
+                                      'differ from joint_names)', once=True)
+            return
+        cs = CommandedState(names=tuple(msg.joint_names),
+                            velocities=np.asarray(msg.velocities, dtype=float),
+                            accelerations=np.asarray(msg.accelerations, dtype=float),
+                            stamp=time_to_sec(msg.header.stamp), received=time.monotonic())
+        with self._lock:
+            self._cmd_history.append(cs)
+
+    def _commanded(self, stamp: float) -> CommandedState | None:
+        """The executor's commanded state at the observation ``stamp`` (caller holds the
+        lock), or None (warned once): acceleration and jerk then start from rest."""
+        cs = commanded_at_observation(self._cmd_history, stamp, time.monotonic(),
+                                      self.config.max_joint_state_age)
+        if cs is None:
+            self.get_logger().warning(
+                'no fresh executor/state: chunk acceleration and jerk are checked from the '
+                "measured position as if at rest, not from the executor's running motion",
+                once=True)
+        return cs
 
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
@@ -326,13 +369,15 @@ class SafetyGate(Node):
         with self._lock:
             model, model_error = self._model, self._model_error
             js = measured_at_observation(self._js_history, chunk.stamp)
+            cmd = self._commanded(chunk.stamp)
         if model is None:
             t0 = time.perf_counter()
             return Verdict([Violation('robot_model', '', WHOLE_CHUNK, math.nan, math.nan,
                                       f'robot_model: {model_error}')],
                            check_duration=time.perf_counter() - t0)
         now = self.get_clock().now().nanoseconds * 1e-9
-        return check(chunk, js, model, self.config, now=now, steady_now=time.monotonic())
+        return check(chunk, js, model, self.config, now=now, steady_now=time.monotonic(),
+                     commanded=cmd)
 
     def _on_cartesian_chunk(self, msg: ActionChunk) -> None:
         """Cartesian checks, IK, joint checks; the IK joint chunk is what may be forwarded."""
@@ -346,9 +391,10 @@ class SafetyGate(Node):
         with self._lock:
             model = self._model
             js = measured_at_observation(self._js_history, cchunk.stamp)
+            cmd = self._commanded(cchunk.stamp)
         now = self.get_clock().now().nanoseconds * 1e-9
         outcome = check_cartesian(cchunk, js, model, self.config, self.cartesian_config,
-                                  now=now, steady_now=time.monotonic())
+                                  now=now, steady_now=time.monotonic(), commanded=cmd)
         self._decide(msg, outcome.joint_chunk, outcome.verdict)
 
     def _on_chunk(self, msg: ActionChunk) -> None:
@@ -557,45 +603,38 @@ class SafetyGate(Node):
                         0.005) for i, frame in enumerate(verdict.ee_frames)])
         self._marker_pub.publish(array)
 
-    def _publish_diagnostics(self) -> None:
+    def _diagnostics(self) -> TaskStatus:
+        """The gate's status on /diagnostics (one task of the node's DiagnosticsUpdater)."""
         with self._lock:
             il = self.interlock
             if il.estop:
-                level, state = DiagnosticStatus.ERROR, 'e-stop latched'
+                level, state = ERROR, 'e-stop latched'
             elif il.fault:
-                level, state = DiagnosticStatus.ERROR, 'fault latched: ' + il.fault
+                level, state = ERROR, 'fault latched: ' + il.fault
             elif self._model is None:
-                level, state = DiagnosticStatus.ERROR, 'no robot model: ' + self._model_error
+                level, state = ERROR, 'no robot model: ' + self._model_error
             elif self._js is None:
-                level, state = DiagnosticStatus.ERROR, 'no joint_states'
+                level, state = ERROR, 'no joint_states'
             elif self.config.disabled_checks:
-                level, state = DiagnosticStatus.WARN, 'ok, with checks DISABLED'
+                level, state = WARN, 'ok, with checks DISABLED'
             else:
-                level, state = DiagnosticStatus.OK, 'ok'
+                level, state = OK, 'ok'
             values = [('state', state),
                       ('interlock', il.state()),
                       ('rollout_stopped', il.stopped or ''),
                       ('disabled_checks', ','.join(sorted(self.config.disabled_checks))),
-                      ('deadman_held', str(il.deadman_held)),
-                      ('require_deadman', str(self.p['require_deadman'])),
+                      ('deadman_held', il.deadman_held),
+                      ('require_deadman', self.p['require_deadman']),
                       ('on_reject', self.p['on_reject']),
-                      ('goal_active', str(il.goal_active)),
-                      ('executor_ready', str(self._client.server_is_ready())),
-                      ('last_forwarded_sequence', str(il.last_forwarded)),
+                      ('goal_active', il.goal_active),
+                      ('executor_ready', self._client.server_is_ready()),
+                      ('executor_state_age', 'never' if not self._cmd_history else
+                       f'{time.monotonic() - self._cmd_history[-1].received:.3f}'),
+                      ('last_forwarded_sequence', il.last_forwarded),
                       ('last_verdict', self._last_summary)]
-            values += [(k, str(v)) for k, v in il.stats.items()]
-            values += [('violations.' + k, str(v)) for k, v in sorted(self._counts.items())]
-        status = DiagnosticStatus(level=level, name=f'{self.get_name()}: safety gate',
-                                  hardware_id=self.get_fully_qualified_name(), message=state,
-                                  values=[KeyValue(key=k, value=v) for k, v in values])
-        arr = DiagnosticArray(status=[status])
-        arr.header.stamp = self.get_clock().now().to_msg()
-        self._diag_pub.publish(arr)
-
-    def _warn_once(self, key: str, text: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self.get_logger().warning(text)
+            values += list(il.stats.items())
+            values += [('violations.' + k, v) for k, v in sorted(self._counts.items())]
+        return TaskStatus(level, state, values)
 
     def close(self) -> None:
         """Cancel the running goal on shutdown (the executor then holds; it also holds when

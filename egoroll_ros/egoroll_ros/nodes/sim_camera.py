@@ -19,14 +19,13 @@ import time
 
 from geometry_msgs.msg import PointStamped
 import numpy as np
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 import rclpy.qos
 from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker
 
 from egoroll_ros.errors import ConfigError, RobotModelError
-from egoroll_ros.ros.params import Param, check_value, declare_params
+from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.robot_models import load_robot_model
 from egoroll_ros.ros.runner import run_node
 from egoroll_ros.sim.demo_task import demo_urdf_path
@@ -57,15 +56,15 @@ PARAMS = (
           'task target [x, y, z] (m) in the URDF root frame; settable at run time and by the '
           'sim/target topic', validate=_target_problem),
     Param('target_radius', float, 0.03, 'radius of the drawn target disc (m)', min=0.005,
-          max=0.2),
+          max=0.2, read_only=True),
     Param('noise', float, 1.0,
           'sensor noise: standard deviation (intensity levels) of Gaussian noise added to '
           'every pixel, as a real sensor has; 0: none, and the frames of an arm at rest are '
           'identical, which policy_node takes for a frozen camera', min=0.0, max=50.0,
           read_only=True),
     Param('max_state_age', float, 0.5,
-          'joint states older than this (s, steady clock since receipt) are not rendered',
-          min=0.01, max=10.0),
+          'joint states older than this (s, steady clock since receipt) are not rendered; '
+          'settable at run time', min=0.01, max=10.0),
 )
 
 
@@ -75,7 +74,6 @@ class SimCamera(Node):
     def __init__(self, node_name: str = 'sim_camera', **kwargs) -> None:
         super().__init__(node_name, **kwargs)
         p = declare_params(self, PARAMS)
-        self._specs = {s.name: s for s in PARAMS}
         try:
             model = load_robot_model(p['urdf_path'] or demo_urdf_path())
         except RobotModelError as exc:
@@ -102,7 +100,7 @@ class SimCamera(Node):
         self.create_subscription(JointState, 'joint_states', self._on_joint_state,
                                  rclpy.qos.qos_profile_sensor_data)
         self.create_subscription(PointStamped, 'sim/target', self._on_target, 10)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        watch_live(self, PARAMS, p, self._apply_live)
         self.create_timer(1.0 / p['rate'], self._tick)
         self.get_logger().info(
             f'rendering {model.name} from {self._frame_id} ({p["width"]}x{p["height"]}) to '
@@ -145,15 +143,12 @@ class SimCamera(Node):
             return
         self._set_target(target)
 
-    def _on_set_parameters(self, params: list) -> SetParametersResult:
-        for param in params:
-            if param.name == 'target':
-                try:
-                    value = check_value(self._specs['target'], list(param.value))
-                except (ConfigError, TypeError) as exc:
-                    return SetParametersResult(successful=False, reason=str(exc))
-                self._set_target(value)
-        return SetParametersResult(successful=True)
+    def _apply_live(self, changes: dict) -> None:
+        if 'max_state_age' in changes:
+            with self._lock:
+                self._max_age = changes['max_state_age']
+        if 'target' in changes:
+            self._set_target(changes['target'])
 
     def _tick(self) -> None:
         with self._lock:

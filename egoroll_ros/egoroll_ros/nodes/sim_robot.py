@@ -12,7 +12,6 @@ import threading
 import time
 
 import numpy as np
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -22,7 +21,7 @@ from trajectory_msgs.msg import JointTrajectory
 from egoroll_ros.core.trajectory import splice
 from egoroll_ros.errors import ConfigError, EgorollError
 from egoroll_ros.ros.convert import sec_to_time, trajectory_from_msg
-from egoroll_ros.ros.params import Param, check_value, declare_params, per_joint
+from egoroll_ros.ros.params import Param, declare_params, per_joint, watch_live
 from egoroll_ros.ros.runner import run_node
 from egoroll_ros.sim.robot import DelayLine, SimArm
 
@@ -72,7 +71,6 @@ class SimRobot(Node):
         init = per_joint(p['initial_positions'], self.joints, 'initial_positions') \
             if p['initial_positions'] else [0.0] * len(self.joints)
         self.arm = SimArm(np.array(init), p['time_constant'], np.array(vmax))
-        self._specs = {s.name: s for s in FAULTS}
         self._apply_faults(p)
         self._noise = p['noise_std']
         self._latency = p['latency']
@@ -95,7 +93,7 @@ class SimRobot(Node):
                    'joint_trajectory': (JointTrajectory, self._on_trajectory_command)}
         msg_type, cb = handler[self.interface]
         self._cmd_sub = self.create_subscription(msg_type, 'command', cb, 10)
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        watch_live(self, FAULTS, p, self._on_faults)
         self._timer = self.create_timer(1.0 / p['rate'], self._step)
         self.get_logger().info(f'simulating {len(self.joints)} joints, command interface '
                                f'{self.interface}')
@@ -108,17 +106,9 @@ class SimRobot(Node):
         if 'fault.drop_fraction' in values:
             self._drop = float(values['fault.drop_fraction'])
 
-    def _on_set_parameters(self, params: list) -> SetParametersResult:
-        values = {}
-        try:
-            for prm in params:
-                if prm.name in self._specs:
-                    values[prm.name] = check_value(self._specs[prm.name], prm.value)
-        except ConfigError as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
+    def _on_faults(self, values: dict) -> None:
         with self._lock:
             self._apply_faults(values)
-        return SetParametersResult(successful=True)
 
     def _on_joint_command(self, msg: JointState) -> None:
         if len(msg.position) != len(msg.name):

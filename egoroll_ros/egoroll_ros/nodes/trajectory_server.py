@@ -31,7 +31,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import InterlockHeartbeat
+from egoroll_interfaces.msg import ExecutorState, InterlockHeartbeat
 from egoroll_ros.core.command_interface import command_order
 from egoroll_ros.core.executor import (
     CODES,
@@ -43,6 +43,7 @@ from egoroll_ros.core.executor import (
     ExecutorConfig,
     ExecutorCore,
     Outcome,
+    Setpoint,
     TickResult,
     source_error,
     validate_goal,
@@ -148,6 +149,10 @@ PARAMS = [
           read_only=True),
     Param('planned_rate', float, 10.0, 'Rate of executor/planned (Hz).', min=0.1, max=1000.0,
           read_only=True),
+    Param('state_rate', float, 100.0, 'Rate of executor/state (Hz; at most control_rate): '
+          'the commanded position, velocity and acceleration, from which the safety gate '
+          "checks a chunk's acceleration and jerk across the seam.", min=0.1, max=1000.0,
+          read_only=True),
     Param('diagnostics_rate', float, 1.0, 'Rate of /diagnostics (Hz).', min=0.01, max=100.0,
           read_only=True),
 ]
@@ -191,6 +196,7 @@ class TrajectoryServer(Node):
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))
         self._planned_every = max(1, round(rate / p['planned_rate']))
+        self._state_every = max(1, round(rate / p['state_rate']))
 
         self.core = ExecutorCore(self.config)
         self._lock = threading.Lock()
@@ -204,6 +210,7 @@ class TrajectoryServer(Node):
         self._command_pub = self.create_publisher(cmd_type, 'command', 10)
         self._commanded_pub = self.create_publisher(JointState, 'executor/commanded', 10)
         self._planned_pub = self.create_publisher(JointState, 'executor/planned', 10)
+        self._state_pub = self.create_publisher(ExecutorState, 'executor/state', 10)
         self._diagnostics = DiagnosticsUpdater(self, 1.0 / p['diagnostics_rate'])
         self._diagnostics.add('executor', self._executor_status)
         self._state_sub = self.create_subscription(
@@ -427,7 +434,10 @@ class TrajectoryServer(Node):
             self._publish(res, t, ros_now)
             n = self.core.ticks
             motion = self.core.motion
+            state, active = self.core.state, self.core.active_sequence
         self._dispatch(res.outcomes)
+        if res.setpoint is not None and n % self._state_every == 0:
+            self._publish_state(res.setpoint, state, active, ros_now)
         if res.feedback is not None and n % self._feedback_every == 0:
             self._send_feedback(res, ros_now)
         if motion is not None and n % self._planned_every == 0:
@@ -453,6 +463,16 @@ class TrajectoryServer(Node):
         if self.interface == 'joint_trajectory' and res.motion_changed and \
                 self.core.motion is not None:
             self._command_pub.publish(self._forward_msg(t, ros_now))
+
+    def _publish_state(self, sp: Setpoint, state: str, active: int | None,
+                       ros_now: float) -> None:
+        acc = np.zeros(len(sp.positions)) if sp.accelerations is None else sp.accelerations
+        msg = ExecutorState(joint_names=list(self.config.joints),
+                            positions=sp.positions.tolist(), velocities=sp.velocities.tolist(),
+                            accelerations=np.asarray(acc, dtype=float).tolist(), state=state,
+                            active_sequence=0 if active is None else int(active))
+        msg.header.stamp = sec_to_time(ros_now)
+        self._state_pub.publish(msg)
 
     def _forward_msg(self, t: float, ros_now: float) -> JointTrajectory:
         times, pos, vel, acc = self.core.motion.knots()

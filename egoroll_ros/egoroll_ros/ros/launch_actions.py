@@ -9,7 +9,11 @@ arguments and, at launch time, makes one ``Node`` action per described node:
   the launch before any node starts, naming the package and the argument that turns it off;
 - every node has ``on_exit=Shutdown``: when any node exits (a configuration error, a crash),
   the whole launch shuts down and stops the others, so a failed launch never leaves a half
-  graph (sim_robot driving, say) running on its own.
+  graph (sim_robot driving, say) running on its own;
+- a lifecycle node (policy_node) is a ``LifecycleNode`` action, so ``ros2 lifecycle`` and
+  launch's lifecycle events can manage it; whether it configures itself is the description's
+  explicit ``autostart`` argument (its ``autoconfigure`` parameter, the same on Humble and
+  Jazzy: launch_ros's own ``autostart`` exists from Jazzy on only).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from ament_index_python.packages import (
 from launch import LaunchContext, LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
 
 from egoroll_ros.core.launch_graph import PACKAGE, arguments, describe
 from egoroll_ros.errors import ConfigError
@@ -58,10 +62,9 @@ def _nodes(context: LaunchContext, graph: str) -> list[Node]:
                 f'{graph}: package {spec.package} is not installed (install '
                 f'ros-$ROS_DISTRO-{spec.package.replace("_", "-")}'
                 f'{", or launch with " + hint if hint else ""}); nothing was started') from None
-    return [Node(package=s.package, executable=s.executable, name=s.name,
-                 namespace=s.namespace or '', output='screen',
-                 parameters=[*s.params_files, dict(s.overrides)],
-                 remappings=list(s.remaps), arguments=list(s.arguments),
-                 ros_arguments=['--log-level', s.log_level],
-                 on_exit=Shutdown(reason=f'{s.fqn} exited'))
-            for s in specs]
+    return [(LifecycleNode if s.lifecycle else Node)(
+        package=s.package, executable=s.executable, name=s.name, namespace=s.namespace or '',
+        output='screen', parameters=[*s.params_files, dict(s.overrides)],
+        remappings=list(s.remaps), arguments=list(s.arguments),
+        ros_arguments=['--log-level', s.log_level], on_exit=Shutdown(reason=f'{s.fqn} exited'))
+        for s in specs]

@@ -130,8 +130,8 @@ def test_malformed_cartesian_output_faults_and_publishes_nothing(ros_graph, tmp_
 def test_cartesian_policy_without_cartesian_configuration_is_refused(ros_graph, tmp_path):
     node = _node(ros_graph, write_checkpoint(tmp_path / 'ck', SPEC),
                  **{'cartesian.arms': ['left'], 'cartesian.ee_frames': ['tool0']})
-    assert node.sm.state is State.UNCONFIGURED
-    assert "arm 'arm' is not configured" in node.sm.detail
+    assert node.sm is None
+    assert "arm 'arm' is not configured" in node.unconfigured_detail
 
 
 def _latched_description(ros_graph, text):
@@ -148,13 +148,14 @@ def _latched_description(ros_graph, text):
 
 def test_without_urdf_path_the_node_configures_from_robot_description(ros_graph, tmp_path):
     node = _node(ros_graph, write_checkpoint(tmp_path / 'ck', SPEC), urdf_path='')
-    assert node.sm.state is State.UNCONFIGURED and node.policy is None
-    assert 'waiting for robot_description' in node.sm.detail
+    assert node.sm is None and node.policy is None
+    assert 'waiting for robot_description' in node.unconfigured_detail
     _inputs(ros_graph)
     probe = ros_graph.node('probe')
     chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
     _latched_description(ros_graph, URDF.read_text())
-    wait_until(lambda: node.sm.state is State.IDLE, 10.0, 'configured from robot_description')
+    wait_until(lambda: node.sm is not None and node.sm.state is State.IDLE, 10.0,
+               'configured from robot_description')
     msg = _first_live_chunk(ros_graph, node, chunks)
     (arm,) = msg.cartesian
     assert arm.reference_frame == 'base_link'
@@ -167,7 +168,8 @@ def test_a_malformed_robot_description_leaves_the_node_unconfigured_with_the_rea
         ros_graph, tmp_path):
     node = _node(ros_graph, write_checkpoint(tmp_path / 'ck', SPEC), urdf_path='')
     _latched_description(ros_graph, '<robot name="broken"><link name="a"></robot')
-    wait_until(lambda: 'configure refused' in node.sm.detail, 10.0, 'configure refused')
-    assert node.sm.state is State.UNCONFIGURED and node.policy is None
-    assert 'robot_description' in node.sm.detail, node.sm.detail
+    wait_until(lambda: 'configure refused' in node.unconfigured_detail, 10.0,
+               'configure refused')
+    assert node.sm is None and node.policy is None
+    assert 'robot_description' in node.unconfigured_detail, node.unconfigured_detail
     assert not _call(node, 'preflight').success

@@ -218,3 +218,27 @@ def test_bimanual_robot_half_in_a_namespace_accepts_and_executes_a_chunk(ros_gra
         np.array(states.snapshot()[-1].position)[joints.index(j)] > start[joints.index(j)] + 0.02
         for j in ('left_shoulder_pan', 'right_shoulder_pan')), 15.0, 'both arms move',
         interval=0.1)
+
+
+def test_policy_launch_autostart_false_leaves_policy_node_to_a_lifecycle_manager(ros_graph,
+                                                                                 launcher):
+    """policy_launch.py autostart:=false: policy_node comes up unconfigured (no rollout
+    services, nothing loaded), and the lifecycle services configure and activate it."""
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+
+    (spec,) = describe('policy', {'namespace': NS.strip('/'), 'autostart': 'false'}, SHARE)
+    assert spec.lifecycle and spec.overrides['autoconfigure'] is False
+    launcher.start_graph([spec])
+    node = ros_graph.node('lifecycle_manager')
+    base = f'{NS}/policy_node'
+    assert _call(node, GetState, f'{base}/get_state').current_state.label == 'unconfigured'
+    names = {n for n, _ in node.get_service_names_and_types()}
+    assert f'{NS}/policy/preflight' not in names
+    for tid, label in ((Transition.TRANSITION_CONFIGURE, 'inactive'),
+                       (Transition.TRANSITION_ACTIVATE, 'active')):
+        assert _call(node, ChangeState, f'{base}/change_state',
+                     ChangeState.Request(transition=Transition(id=tid)), timeout=120).success
+        assert _call(node, GetState, f'{base}/get_state').current_state.label == label
+    res = _call(node, Trigger, f'{NS}/policy/start')   # served: refused for want of a preflight
+    assert not res.success and 'preflight' in res.message, res.message

@@ -215,8 +215,10 @@ def test_configure_refuses_bad_checkpoints_with_the_reason(ros_graph, tmp_path, 
         why = "normalisation statistics for 'action' are missing"
     ck = make_fake_checkpoint(tmp_path / 'ck', **kw)
     node = _node(ros_graph, ck, **params)
-    assert node.sm.state is State.UNCONFIGURED and why in node.sm.detail
+    assert node.sm is None and why in node.unconfigured_detail   # lifecycle: unconfigured
     assert node.policy is None
+    assert not [n for n, _ in node.get_service_names_and_types_by_node(
+        node.get_name(), node.get_namespace()) if n.startswith('/policy/')]
     res = _call(node, 'preflight')
     assert not res.success and why in res.message
 
@@ -363,3 +365,65 @@ def test_stop_is_served_while_a_preflight_waits_for_the_worker(ros_graph, tmp_pa
     wait_until(preflight.done, 15, 'the preflight answered')
     res = preflight.result()
     assert not res.success and 'interrupted' in res.message, res.message
+
+
+def _mine(node: PolicyNode) -> tuple[set[str], set[str], set[str]]:
+    """The node's own services, subscriptions and publishers (names), from the graph."""
+    name, ns = node.get_name(), node.get_namespace()
+    return ({n for n, _ in node.get_service_names_and_types_by_node(name, ns)},
+            {n for n, _ in node.get_subscriber_names_and_types_by_node(name, ns)},
+            {n for n, _ in node.get_publisher_names_and_types_by_node(name, ns)})
+
+
+def test_lifecycle_configure_creates_activate_allows_deactivate_stops_cleanup_releases(
+        ros_graph, tmp_path):
+    from rclpy.lifecycle import TransitionCallbackReturn as R
+
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    node = _node(ros_graph, ck, autoconfigure=False)
+    Inputs(ros_graph)
+    ours = ('/policy/preflight', '/policy/start', '/policy/stop')
+    # unconfigured: no policy, no worker, no inputs, outputs or rollout services
+    srvs, subs, pubs = _mine(node)
+    assert node.policy is None and node.sm is None and node._worker is None
+    assert not set(ours) & srvs and '/joint_states' not in subs
+    assert '/policy/chunk' not in pubs and '/policy/status' not in pubs
+    assert '/policy_node/change_state' in srvs          # the lifecycle's own
+    # configure: the policy is loaded and checked, everything is created; not yet active
+    assert node.trigger_configure() == R.SUCCESS
+    policy = node.policy
+    srvs, subs, pubs = _mine(node)
+    assert set(ours) <= srvs and '/joint_states' in subs and '/policy/chunk' in pubs
+    assert node._worker.is_alive() and node.sm.state is State.IDLE
+    _wait_fresh(node)
+    res = _call(node, 'preflight')
+    assert not res.success and 'inactive' in res.message, res.message
+    # activate: preflight and start are allowed
+    assert node.trigger_activate() == R.SUCCESS
+    assert _call(node, 'preflight').success
+    assert _call(node, 'start').success
+    wait_until(lambda: node.sm.chunks_published >= 2, 5, 'live chunks')
+    # deactivate: the rollout stops (nothing more is published) and requests are refused
+    assert node.trigger_deactivate() == R.SUCCESS
+    assert node.sm.state is State.IDLE and 'deactivated' in node.sm.detail
+    n = node.sm.chunks_published
+    assert not _call(node, 'preflight').success and not _call(node, 'start').success
+    assert node.sm.chunks_published == n
+    last = node.sm.last_sequence
+    # cleanup: the worker stops, the policy is released, the entities are gone
+    worker = node._worker
+    assert node.trigger_cleanup() == R.SUCCESS
+    assert policy.closed and node.policy is None and node.sm is None
+    assert not worker.is_alive()
+    assert not {s.srv_name for s in node.services} & set(ours)
+    assert '/joint_states' not in {s.topic_name for s in node.subscriptions}
+
+    def gone() -> bool:   # the graph learns it a moment later
+        srvs, subs, pubs = _mine(node)
+        return not set(ours) & srvs and '/joint_states' not in subs and \
+            '/policy/chunk' not in pubs
+    wait_until(gone, 5, 'entities gone from the graph')
+    # configure again: a fresh policy; sequences continue above the last one
+    assert node.trigger_configure() == R.SUCCESS
+    assert node.policy is not None and node.policy is not policy
+    assert node.sm.last_sequence >= last

@@ -17,7 +17,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
@@ -270,6 +270,30 @@ def test_deadman_release_and_stale_joy_stop_forwarding(make_rig):
     wait_until(lambda: rig.server.canceled == [2, 4], 5.0, 'stale quest/joy cancels')
 
 
+def test_joy_timeout_set_live_cancels_on_the_new_timeout(make_rig):
+    """joy_timeout is live: set_parameters on the running gate makes the next watchdog judge
+    quest/joy with it; a bad value is refused with a reason; require_deadman stays read-only."""
+    rig = make_rig(require_deadman=True, joy_timeout=30.0)
+    rig.graph.wait_for_subscribers(rig.joy_pub)
+    for _ in range(3):
+        rig.joy_pub.publish(Joy(axes=[0.0, 0.0, 0.0, 1.0], buttons=[0, 0]))
+    wait_until(lambda: rig.gate.interlock.deadman_held, 5.0, 'deadman held')
+    assert rig.send(1).forwarded
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+    # quest/joy has gone quiet; under 30 s nothing happens, at 0.2 s the watchdog cancels
+    result = rig.gate.set_parameters([Parameter('joy_timeout', value=0.2)])[0]
+    assert result.successful, result.reason
+    wait_until(lambda: rig.server.canceled == [1], 5.0, 'stale quest/joy at the new timeout')
+    assert rig.gate.interlock.config.joy_timeout == 0.2 and rig.gate.p['joy_timeout'] == 0.2
+    for name, value in (('joy_timeout', 0.0), ('confirm_timeout', -1.0),
+                        ('require_deadman', False)):
+        before = rig.gate.get_parameter(name).value
+        result = rig.gate.set_parameters([Parameter(name, value=value)])[0]
+        assert not result.successful and result.reason, name
+        assert rig.gate.get_parameter(name).value == before
+    assert rig.gate.interlock.config.require_deadman
+
+
 def test_stale_joint_states_reject_chunks_and_cancel_the_running_goal(rig):
     assert rig.send(1).forwarded
     wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
@@ -297,3 +321,33 @@ def test_robot_description_topic_provides_the_model(make_rig):
     pub.publish(String(data=URDF))
     wait_until(lambda: rig.gate._model is not None, 5.0, 'model from robot_description')
     assert rig.send(2).forwarded
+
+
+def test_chunks_are_checked_from_the_executors_reported_motion(rig):
+    # The executor reports (executor/state) that it commands pan at +1 rad/s. A chunk leaving
+    # the measured position at -1 rad/s is a straight line, fine alone; from the running
+    # motion it turns 2 rad/s round within one 50 ms point spacing: 40 rad/s^2 > 20.
+    pub = rig.tester.create_publisher(ExecutorState, 'executor/state', 10)
+    rig.graph.wait_for_subscribers(pub)
+    back = (-1.0, 0.0, 0.0, 0.0, 0.0)
+    assert rig.send(1, velocity=back, shadow=True).accepted      # no executor/state yet
+
+    def report(v_pan: float) -> None:
+        msg = ExecutorState(joint_names=ARM, positions=QM.tolist(),
+                            velocities=[v_pan, 0.0, 0.0, 0.0, 0.0], accelerations=[0.0] * 5,
+                            state='executing', active_sequence=1)
+        msg.header.stamp = rig.tester.get_clock().now().to_msg()
+        pub.publish(msg)
+
+    timer = rig.tester.create_timer(0.01, lambda: report(1.0))
+    try:
+        wait_until(lambda: len(rig.gate._cmd_history) > 2, 5.0, 'gate receives executor/state')
+        v = rig.send(2, velocity=back, shadow=True)
+        assert not v.accepted
+        assert {(x.check, x.subject, x.point_index) for x in v.violations} >= \
+            {('acceleration_limit', 'pan', -1)}
+        assert {x.check for x in v.violations} <= {'acceleration_limit', 'jerk_limit'}
+        # continuing the reported motion passes
+        assert rig.send(3, velocity=(1.0, 0.0, 0.0, 0.0, 0.0), shadow=True).accepted
+    finally:
+        rig.tester.destroy_timer(timer)

@@ -18,6 +18,7 @@ from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
+from egoroll_interfaces.msg import ExecutorState
 from egoroll_ros.core.executor import CODES
 from egoroll_ros.nodes.sim_robot import SimRobot
 from egoroll_ros.nodes.trajectory_server import SWITCH_INTERVAL, TrajectoryServer
@@ -486,3 +487,31 @@ def test_consecutive_late_ticks_latch_deadline_missed(ros_graph):
     res = rig.result(handle)
     assert res.error_code == R.DEADLINE_MISSED, res.error_string
     assert rig.server.core.state == 'holding'
+
+
+def test_executor_state_reports_the_commanded_velocity_and_acceleration(ros_graph):
+    # seam blend: the motion is a Ruckig join into a cubic spline, whose acceleration the
+    # state carries at every tick (state_rate = control_rate here), stamped as the setpoint.
+    rig = Rig(ros_graph, server={'seam': 'blend', 'max_jerk': [500.0] * 3, 'blend_time': 0.1,
+                                 'state_rate': 100.0, 'goal_tolerance': [0.02] * 3})
+    states = ros_graph.collect(rig.node, ExecutorState, 'executor/state', 1000)
+    ros_graph.wait_for_publishers(states.subscription)
+    res = rig.run(rig.goal([0.3, 0.6, 0.9], [[0.05] * 3, [0.15] * 3, [0.2] * 3]))
+    assert res.error_code == R.SUCCESSFUL, res.error_string
+    by_stamp = {time_to_sec(m.header.stamp): m for m in rig.commanded.snapshot()}
+    moving = [s for s in states.snapshot() if s.state == 'executing']
+    assert len(moving) > 30 and all(list(s.joint_names) == J for s in moving)
+    assert max(abs(a) for s in moving for a in s.accelerations) > 0.1
+    matched = [(s, by_stamp[time_to_sec(s.header.stamp)]) for s in moving
+               if time_to_sec(s.header.stamp) in by_stamp]
+    assert len(matched) > 0.9 * len(moving)
+    for s, c in matched:
+        assert list(s.positions) == list(c.position) and list(s.velocities) == list(c.velocity)
+    # the reported acceleration is the setpoints' own (their second divided difference)
+    ts = np.array([time_to_sec(s.header.stamp) for s, _ in matched])
+    q = np.array([s.positions for s, _ in matched])
+    a = np.array([s.accelerations for s, _ in matched])
+    even = np.abs(np.diff(ts) - 0.01) < 1e-6
+    idx = [i for i in range(1, len(ts) - 1) if even[i - 1] and even[i]]
+    fd = np.array([(q[i + 1] - 2 * q[i] + q[i - 1]) / 1e-4 for i in idx])
+    np.testing.assert_allclose(fd, a[idx], atol=0.5 * 500.0 * 0.01)   # jerk x dt

@@ -173,7 +173,7 @@ def reference_check(chunk: Chunk, qm: np.ndarray | None, model: RobotModel,
                 if abs(acc[-1][j]) > lim.acceleration[j]:
                     out.add(('acceleration_limit', name, k - 1 + voff))
         for k in range(1, len(acc)):
-            dt = vt[k + 1] - vt[k]       # between the points where acc[k-1] and acc[k] sit
+            dt = (vt[k + 2] - vt[k - 1]) / 3.0   # a third of the four points' span
             for j, name in enumerate(joints):
                 if abs((acc[k][j] - acc[k - 1][j]) / dt) > lim.jerk[j]:
                     out.add(('jerk_limit', name, k + voff))

@@ -54,6 +54,7 @@ class FakePolicy(Policy):
         self.resets = 0
         self.calls = 0
         self.last_observation: Observation | None = None
+        self.closed = False
         self._meta = PolicyMetadata(
             backend='fake', fingerprint=fingerprint({'config': path / 'fake.json'}),
             image_features=tuple(ImageFeature(c, h, w) for c, h, w in cfg['cameras']),
@@ -79,6 +80,9 @@ class FakePolicy(Policy):
 
     def reset(self) -> None:
         self.resets += 1
+
+    def close(self) -> None:
+        self.closed = True
 
     def mode(self) -> str:
         if self.mode_override is not None:

@@ -18,7 +18,13 @@ from gate_testlib import (
 import numpy as np
 import pytest
 
-from egoroll_ros.core.gate import OPTIONAL_CHECKS, GateConfig, check
+from egoroll_ros.core.gate import (
+    OPTIONAL_CHECKS,
+    CommandedState,
+    GateConfig,
+    check,
+    commanded_at_observation,
+)
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.errors import ConfigError
 
@@ -353,3 +359,58 @@ def test_chunks_are_checked_against_the_state_their_observation_saw():
     assert oldest.stamp == history[0].stamp and oldest.received == history[-1].received
     assert measured_at_observation(history, 11.0) is history[-1]
     assert measured_at_observation([], 10.0) is None
+
+
+def _commanded(v, a, stamp=STAMP, received=0.0):
+    return CommandedState(names=J, velocities=np.array(v, float),
+                          accelerations=np.array(a, float), stamp=stamp, received=received)
+
+
+def _run_cmd(chunk: Chunk, commanded, cfg: GateConfig = CFG):
+    return check(chunk, measured(cfg.joints, QM), MODEL, cfg, now=NOW, steady_now=0.0,
+                 commanded=commanded)
+
+
+def test_a_chunk_reversing_the_running_motion_is_rejected_from_the_executors_velocity():
+    # The executor commands +0.5 rad/s on 'pan'; the chunk leaves the measured position at
+    # -0.5 rad/s, a straight line: alone it has no acceleration, from the running motion it
+    # turns 1 rad/s round in one 50 ms point spacing (20 rad/s^2 > 10).
+    cfg = arm_config(acceleration_limits=(10.0,), jerk_limits=(5000.0,))
+    back = good(v=(-0.5, 0.0, 0.0, 0.0, 0.0))
+    assert _run_cmd(back, None, cfg).accepted
+    v = _run_cmd(back, _commanded([0.5, 0, 0, 0, 0], [0.0] * 5), cfg)
+    assert checks(v) == {'acceleration_limit'}
+    (viol,) = v.violations
+    assert (viol.subject, viol.point_index) == ('pan', -1) and 'measured state' in viol.message
+    np.testing.assert_allclose(viol.value, -1.0 / DT)
+    # The same chunk continuing the running motion passes.
+    assert _run_cmd(back, _commanded([-0.5, 0, 0, 0, 0], [0.0] * 5), cfg).accepted
+
+
+def test_jerk_from_the_executors_acceleration_into_the_chunk_is_checked():
+    # The executor accelerates 'lift' at 12 rad/s^2; the chunk is a straight line at the
+    # commanded velocity: the acceleration drops to 0 over two point spacings (divided
+    # differences), a jerk of 12 / 0.1 = 120 rad/s^3 (limit 100) the chunk alone does not show.
+    cfg = arm_config(acceleration_limits=(20.0,), jerk_limits=(100.0,))
+    line = good(v=(0.0, 0.3, 0.0, 0.0, 0.0))
+    assert _run_cmd(line, None, cfg).accepted
+    v = _run_cmd(line, _commanded([0, 0.3, 0, 0, 0], [0, 12.0, 0, 0, 0]), cfg)
+    assert checks(v) == {'jerk_limit'}
+    assert {x.subject for x in v.violations} == {'lift'}
+    assert min(x.point_index for x in v.violations) == -1
+    # Commanding no acceleration: nothing to report.
+    assert _run_cmd(line, _commanded([0, 0.3, 0, 0, 0], [0.0] * 5), cfg).accepted
+
+
+def test_the_commanded_state_is_taken_at_the_observation_and_only_while_fresh():
+    old = _commanded([1.0] * 5, [0.0] * 5, stamp=STAMP - 0.02, received=10.0)
+    new = _commanded([2.0] * 5, [0.0] * 5, stamp=STAMP + 0.02, received=10.01)
+    assert commanded_at_observation([old, new], STAMP, 10.02, 0.1) is old
+    assert commanded_at_observation([new], STAMP, 10.02, 0.1) is new   # none older: oldest
+    assert commanded_at_observation([old, new], STAMP, 10.2, 0.1) is None   # stale
+    assert commanded_at_observation([], STAMP, 10.0, 0.1) is None
+    # carried to the observation time at its acceleration
+    v, a = _commanded([1.0] * 5, [10.0] * 5, stamp=STAMP - 0.02).at(J, STAMP)
+    np.testing.assert_allclose(v, 1.2)
+    partial = CommandedState(names=J[:4], velocities=np.zeros(4), accelerations=np.zeros(4))
+    assert partial.at(J, STAMP) is None

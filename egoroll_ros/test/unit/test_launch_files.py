@@ -22,7 +22,7 @@ LAUNCH_ACTIONS = Path(importlib.util.find_spec('egoroll_ros.ros.launch_actions')
 PORTABLE = {'launch': {'LaunchContext', 'LaunchDescription'},
             'launch.actions': {'DeclareLaunchArgument', 'OpaqueFunction', 'Shutdown'},
             'launch.substitutions': {'LaunchConfiguration'},
-            'launch_ros.actions': {'Node'}}
+            'launch_ros.actions': {'Node', 'LifecycleNode'}}
 
 
 @pytest.mark.parametrize(('graph', 'name'), sorted(LAUNCH_FILES.items()))

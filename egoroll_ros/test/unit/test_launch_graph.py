@@ -72,6 +72,25 @@ def test_command_line_is_launch_ros_s():
     assert '__ns:=' not in ' '.join(command_line(root, 'x'))
 
 
+@pytest.mark.parametrize('graph', ['policy', 'rollout', 'sim'])
+def test_policy_node_is_a_lifecycle_node_with_an_explicit_autostart_choice(graph):
+    def policy(**given):
+        (spec,) = [s for s in describe(graph, given, SHARE) if s.name == 'policy_node']
+        return spec
+
+    on, off = policy(), policy(autostart='false')
+    assert on.lifecycle and off.lifecycle
+    assert [s.name for s in describe(graph, {}, SHARE) if s.lifecycle] == ['policy_node']
+    # the choice is on the command line the process gets (and the launch file passes)
+    assert '-p' in command_line(on, 'x') and 'autoconfigure:=true' in command_line(on, 'x')
+    assert 'autoconfigure:=false' in command_line(off, 'x')
+    # configured it offers the rollout services; unconfigured only the lifecycle's
+    assert 'policy/preflight' in on.ready.services
+    assert off.ready.services == ('policy_node/change_state',)
+    with pytest.raises(ConfigError, match='autostart'):
+        describe(graph, {'autostart': 'yes'}, SHARE)
+
+
 @pytest.mark.parametrize(('given', 'want'), [('arm1', '/arm1'), ('/arm1/', '/arm1'),
                                              ('', ''), ('/', ''), ('a/b', '/a/b')])
 def test_namespaces_are_normalised(given, want):

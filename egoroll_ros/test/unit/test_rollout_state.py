@@ -19,7 +19,6 @@ class Clock:
 
 def _ready(clock: Clock | None = None, validity: float = 5.0) -> RolloutStateMachine:
     sm = RolloutStateMachine(validity, clock or Clock())
-    sm.configured()
     sm.begin_preflight()
     sm.end_preflight(True, 'ok')
     return sm
@@ -31,11 +30,14 @@ def test_states_match_the_rollout_status_constants():
         assert getattr(RolloutStatus, f'STATE_{s.name}') == s.value
 
 
+def test_configured_or_not_is_the_lifecycle_state_only():
+    # one state model: the node's lifecycle says unconfigured / shutting down, not this machine
+    assert not {'UNCONFIGURED', 'SHUTDOWN'} & set(State.__members__)
+
+
 def test_start_needs_a_passing_preflight():
     sm = RolloutStateMachine(5.0, Clock())
-    with pytest.raises(TransitionError):
-        sm.begin_preflight()
-    sm.configured()
+    assert sm.state is State.IDLE   # it exists only while the node is configured
     with pytest.raises(TransitionError, match='needs a passing preflight'):
         sm.start()
     sm.begin_preflight()
@@ -60,7 +62,6 @@ def test_preflight_expires_after_the_validity_window():
 
 def test_sequence_is_one_increasing_stream_across_rollouts_and_shadow_chunks():
     sm = RolloutStateMachine(5.0, Clock(), first_sequence=100)
-    sm.configured()
     sm.begin_preflight()
     assert sm.next_sequence() == 100  # the preflight's shadow chunk
     sm.end_preflight(True, 'ok')
