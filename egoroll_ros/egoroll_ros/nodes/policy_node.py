@@ -17,6 +17,7 @@ publishing zero or foreign stamps would otherwise shift every chunk).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
@@ -505,12 +506,11 @@ class PolicyNode(LifecycleNode):
                 self._stop_gate(why)
             self._last_sequence = sm.last_sequence
         self.active = False
-        if sm is not None and self.context.ok():   # the last word on policy/status
-            self.status_pub.publish(RolloutStatus(
-                state=RolloutStatus.STATE_SHUTDOWN if self._closing else
-                RolloutStatus.STATE_UNCONFIGURED, state_name='SHUTDOWN' if self._closing else
-                'UNCONFIGURED', detail=why, chunks_published=sm.chunks_published,
-                inferences_skipped=self.inferences_skipped))
+        # the last word on policy/status; a SIGTERM may shut the context down between the check
+        # and the publish (rclpy then raises RCLError: 'publisher's context is invalid')
+        if sm is not None and self.context.ok():
+            with contextlib.suppress(RuntimeError):
+                self._publish_last_status(sm, why)
         self._stop_worker.set()
         self._wake.set()
         worker, self._worker = self._worker, None
@@ -522,6 +522,13 @@ class PolicyNode(LifecycleNode):
         self.sm = None
         self._last_status = None
         self.unconfigured_detail = why
+
+    def _publish_last_status(self, sm, why: str) -> None:  # noqa: ANN001
+        self.status_pub.publish(RolloutStatus(
+            state=RolloutStatus.STATE_SHUTDOWN if self._closing else
+            RolloutStatus.STATE_UNCONFIGURED, state_name='SHUTDOWN' if self._closing else
+            'UNCONFIGURED', detail=why, chunks_published=sm.chunks_published,
+            inferences_skipped=self.inferences_skipped))
 
     def _release_policy(self) -> None:
         policy, self.policy = self.policy, None

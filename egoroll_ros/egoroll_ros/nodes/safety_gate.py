@@ -73,7 +73,7 @@ from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, Tas
 from egoroll_ros.ros.markers import path_marker
 from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.robot_models import RobotModelProvider
-from egoroll_ros.ros.runner import next_turn, run_node
+from egoroll_ros.ros.runner import run_node, wait_for
 
 _D = GateConfig(joints=('_',))   # defaults of the core, shown in the parameter specs
 _IK = IkParams()
@@ -505,8 +505,8 @@ class SafetyGate(Node):
             self._goal_handle = None
         # Goals sent but not yet answered: once the executor has answered them, the
         # cancel-all below covers them (before that it might not know them yet).
-        while any(not f.done() for f in inflight) and time.monotonic() < deadline:
-            await next_turn()
+        for f in inflight:
+            await wait_for(self, f, max(0.0, deadline - time.monotonic()))
         if any(not f.done() for f in inflight):
             response.success = False
             response.message = (f'rollout stopped at the gate, but a goal sent to the executor '
@@ -518,8 +518,7 @@ class SafetyGate(Node):
                                 'the executor is unreachable: hold NOT confirmed')
             return response
         future = self._cancel_all_client.call_async(CancelGoal.Request(goal_info=GoalInfo()))
-        while not future.done() and time.monotonic() < deadline:
-            await next_turn()
+        await wait_for(self, future, max(0.0, deadline - time.monotonic()))
         if not future.done():
             response.success = False
             response.message = (f'rollout stopped at the gate, but the executor did not answer '
