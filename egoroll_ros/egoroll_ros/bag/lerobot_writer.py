@@ -39,7 +39,13 @@ def main() -> int:
     os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
 
     from egoroll_ros.policies.isolated_worker import refuse_network
-    from egoroll_ros.policies.protocol import EndOfStreamError, encode_frame, read_frame_blocking
+    from egoroll_ros.policies.protocol import (
+        EndOfStreamError,
+        encode_frame,
+        error_frame,
+        exception_frame,
+        read_frame_blocking,
+    )
 
     refuse_network()
     dataset = None
@@ -84,12 +90,10 @@ def main() -> int:
                                         'num_frames': dataset.meta.total_frames}))
                 return 0
             else:
-                out.write(encode_frame({'ok': False, 'error_type': 'ProtocolError',
-                                        'message': f'unknown op {op!r}'}))
+                out.write(error_frame('ProtocolError', f'unknown op {op!r}'))
         except Exception as exc:  # noqa: BLE001 - every failure is reported to the parent
             traceback.print_exc(file=sys.stderr)
-            out.write(encode_frame({'ok': False, 'error_type': type(exc).__name__,
-                                    'message': str(exc) or repr(exc)}))
+            out.write(exception_frame(exc))
 
 
 if __name__ == '__main__':

@@ -67,7 +67,13 @@ def main() -> int:
     inp = sys.stdin.buffer
 
     from egoroll_ros.core.policy import Observation
-    from egoroll_ros.policies.protocol import EndOfStreamError, encode_frame, read_frame_blocking
+    from egoroll_ros.policies.protocol import (
+        EndOfStreamError,
+        encode_frame,
+        error_frame,
+        exception_frame,
+        read_frame_blocking,
+    )
     from egoroll_ros.policies.registry import load_backend
 
     refuse_network()
@@ -102,12 +108,10 @@ def main() -> int:
                 out.write(encode_frame({'ok': True}))
                 return 0
             else:
-                out.write(encode_frame({'ok': False, 'error_type': 'ProtocolError',
-                                        'message': f'unknown op {op!r}'}))
+                out.write(error_frame('ProtocolError', f'unknown op {op!r}'))
         except Exception as exc:  # noqa: BLE001 - every failure is reported to the parent
             traceback.print_exc(file=sys.stderr)
-            out.write(encode_frame({'ok': False, 'error_type': type(exc).__name__,
-                                    'message': str(exc) or repr(exc)}))
+            out.write(exception_frame(exc))
 
 
 if __name__ == '__main__':

@@ -47,6 +47,16 @@ def encode_frame(header: dict[str, Any], arrays: dict[str, np.ndarray] | None = 
     return struct.pack('>I', len(body)) + body + b''.join(blobs)
 
 
+def error_frame(error_type: str, message: str) -> bytes:
+    """A child's failure reply: ``{'ok': False, 'error_type', 'message'}`` (no arrays)."""
+    return encode_frame({'ok': False, 'error_type': error_type, 'message': message})
+
+
+def exception_frame(exc: BaseException) -> bytes:
+    """The failure reply for ``exc`` (its type name, and its text or repr)."""
+    return error_frame(type(exc).__name__, str(exc) or repr(exc))
+
+
 def _array_sizes(header: dict[str, Any]) -> list[tuple[str, np.dtype, tuple[int, ...], int]]:
     out = []
     for spec in header.get('arrays', []):
