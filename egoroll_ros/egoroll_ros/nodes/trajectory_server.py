@@ -445,9 +445,9 @@ class TrajectoryServer(Node):
             except Exception as exc:  # noqa: BLE001 - fail closed: the new goal is refused
                 prepared = PreparedJoin(req, None, TrajectoryError(
                     'INVALID_GOAL', f'the join failed: {type(exc).__name__}: {exc}'))
-            with self._lock:
+            with self._lock:   # (the latencies are read and written under the lock only)
                 self.core.offer_join(prepared)
-            self._join_latency.append(time.monotonic() - asked)
+                self._join_latency.append(time.monotonic() - asked)
 
     # ----- the control loop ---------------------------------------------------------------
     def _control_loop(self) -> None:
