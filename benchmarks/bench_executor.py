@@ -52,6 +52,9 @@ from egoroll_ros.ros.convert import sec_to_duration
 from egoroll_ros.testing import executable_path
 
 J = [f'j{i}' for i in range(8)]
+#: The goals' source (an empty allowed_sources list cannot be passed as a parameter override:
+#: rclpy types an empty list as a byte array).
+SOURCE = '/bench_client'
 
 
 def _params(d: dict) -> list[Parameter]:
@@ -84,7 +87,8 @@ class Bench:
                    max_acceleration=[20.0] * 8, state_timeout=1.0, feedback_rate=10.0,
                    planned_rate=5.0, heartbeat_timeout=0.0, command_timeout=0.0,
                    max_late_ticks=0,  # executor alone
-                   allowed_sources=[]), **(server or {})}))
+                   allowed_sources=[SOURCE], require_position_limits=False),
+               **(server or {})}))
         self.sim = SimRobot(context=self.ctx, parameter_overrides=_params(dict(
             joints=J, max_velocity=[5.0] * 8, rate=100.0))) if sim_in_process else None
         self.node = Node('bench_client', context=self.ctx)
@@ -134,7 +138,8 @@ class Bench:
         traj = JointTrajectory(joint_names=J, points=[JointTrajectoryPoint(
             positions=[target] * 8, time_from_start=sec_to_duration(duration))])
         fut = self.client.send_goal_async(ExecuteTrajectory.Goal(trajectory=traj,
-                                                                 sequence=self.seq))
+                                                                 sequence=self.seq,
+                                                                 source=SOURCE))
         deadline = time.monotonic() + 10
         while not fut.done() and time.monotonic() < deadline:
             time.sleep(0.001)
@@ -224,7 +229,8 @@ def seam_join_run(rate: float, seconds: float, in_tick: bool, sim_in_process: bo
             traj = JointTrajectory(joint_names=J, points=[JointTrajectoryPoint(
                 positions=q[i].tolist(), time_from_start=sec_to_duration(float(t_rel[i])))
                 for i in range(20)])
-            b.client.send_goal_async(ExecuteTrajectory.Goal(trajectory=traj, sequence=b.seq))
+            b.client.send_goal_async(ExecuteTrajectory.Goal(trajectory=traj, sequence=b.seq,
+                                                            source=SOURCE))
             time.sleep(0.1)
         used = {k: core.joins[k] - joins0[k] for k in core.joins}
         return dict(ticks=np.array(ticks), joins=np.array(joins), takeover=np.array(takeovers),
