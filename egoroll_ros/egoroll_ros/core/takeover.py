@@ -617,7 +617,9 @@ class Takeover:
         cfg = self.config
         with self.lock:
             grips = self._grips
-            if not cfg.grippers or self._generation is None:
+            if self._generation is None:
+                return 'not taken over'
+            if not cfg.grippers:
                 return [None] * len(cfg.arms)
             axes = snapshot[QUEST_JOY].value[1]
             commands: list[float | None] = []
