@@ -252,6 +252,14 @@ def _gripper_params(values: Mapping[str, object], arms: list[str]) -> list[tuple
     if missing:
         raise ConfigError(f"parameter 'takeover.gripper_joints': {missing} not in 'joints' "
                           f'{configured}')
+    # the same arm's gripper joint for the policy's Cartesian chunks must be the same joint
+    policy_grip = dict(zip(values.get('cartesian.arms') or [],
+                           values.get('cartesian.gripper_joints') or [], strict=False))
+    for arm, j in zip(arms, joints, strict=True):
+        if j and policy_grip.get(arm) and policy_grip[arm] != j:
+            raise ConfigError(f"parameter 'takeover.gripper_joints': arm '{arm}' has gripper "
+                              f"'{j}', but cartesian.gripper_joints gives it "
+                              f"'{policy_grip[arm]}'")
     clutch = values.get('takeover.clutch_axis', -1)
     for arm, j, ax in zip(arms, joints, axes, strict=True):
         if j and isinstance(clutch, int) and clutch >= 0 and ax == clutch:

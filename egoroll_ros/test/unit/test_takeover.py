@@ -283,6 +283,8 @@ def trigger(v: float) -> tuple[float, ...]:
 def test_gripper_config_from_params_and_its_errors_name_the_parameter():
     cfg = takeover_config_from_params(GRIP_PARAMS)
     assert cfg.grippers and cfg.arms[0] == GRIP_ARM
+    assert takeover_config_from_params({**GRIP_PARAMS, 'cartesian.arms': ['arm'],
+                                        'cartesian.gripper_joints': ['gripper']}).arms == cfg.arms
     assert not takeover_config_from_params({**GRIP_PARAMS, 'takeover.gripper_joints': [],
                                             'takeover.gripper_axes': [],
                                             'takeover.gripper_open': [],
@@ -302,7 +304,10 @@ def test_gripper_config_from_params_and_its_errors_name_the_parameter():
            ({'takeover.gripper_joints': ['']}, r"'takeover.gripper_axes'.*has no gripper joint"),
            ({'takeover.gripper_axis_range': [1.0, 1.0]}, r"'takeover.gripper_axis_range'"),
            ({'takeover.gripper_axis_range': []}, r"'takeover.gripper_axis_range'"),
-           ({'takeover.gripper_pickup': 0.0}, r"'takeover.gripper_pickup'")]
+           ({'takeover.gripper_pickup': 0.0}, r"'takeover.gripper_pickup'"),
+           ({'cartesian.arms': ['arm'], 'cartesian.gripper_joints': ['wrist_roll']},
+            r"'takeover.gripper_joints': arm 'arm' has gripper 'gripper', but "
+            r"cartesian.gripper_joints gives it 'wrist_roll'")]
     for change, match in bad:
         with pytest.raises(ConfigError, match=match):
             takeover_config_from_params({**GRIP_PARAMS, **change})
