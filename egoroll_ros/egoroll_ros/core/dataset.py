@@ -33,8 +33,9 @@ def measure_fps(stamps: Sequence[float], what: str = 'camera') -> int:
     """The integer frame rate of ``stamps`` (seconds, increasing).
 
     The period is the median interval; the rate must be within 1 % of an integer, and every
-    stamp within half a period of the regular grid ``t0 + i / fps`` (so a dropped or doubled
-    frame, or a rate that drifts over the episode, is refused).
+    stamp within half a period of the regular grid ``phase + i / fps``, its phase the median
+    over the frames (so a dropped or doubled frame, or a rate that drifts over the episode, is
+    refused; one late first frame is jitter like any other).
 
     Args:
         stamps: header stamps of the reference stream, in seconds.
@@ -60,10 +61,15 @@ def measure_fps(stamps: Sequence[float], what: str = 'camera') -> int:
     if fps < 1 or abs(rate - fps) > 0.01 * fps:
         raise ExportError(f'{what}: measured rate {rate:.3f} Hz is not an integer rate '
                           '(LeRobot stores an integer fps); refusing to guess one')
-    off = t - t[0] - np.arange(t.size) / fps
+    # The grid's phase is the median over every frame, not the first frame's stamp: one late
+    # first frame (a camera starting up) would put every later one off a grid anchored on it.
+    off = t - np.arange(t.size) / fps
+    off -= np.median(off)
     bad = np.flatnonzero(np.abs(off) > 0.5 / fps)
     if bad.size:
-        i = int(bad[0])
+        steps = np.abs(np.diff(off))
+        # a dropped or doubled frame is a step of a period: name the frame where it is
+        i = int(np.argmax(steps)) + 1 if steps.max() > 0.5 / fps else int(bad[0])
         raise ExportError(f'{what}: irregular at {fps} Hz: frame {i} is {off[i]:+.4f} s off '
                           'the regular grid (more than half a period: a dropped frame or a '
                           'drifting clock)')

@@ -90,6 +90,11 @@ class ChunkOutcome:
         return any(d.kind is Kind.HOLD for d in self.decisions)
 
 
+def _no_executor() -> Block:
+    return Block('executor_unavailable', math.nan, math.nan,
+                 'executor_unavailable: the execute_trajectory server is not available')
+
+
 @dataclass(frozen=True)
 class InterlockConfig:
     """Switches of the interlock (names are the safety_gate parameter names).
@@ -262,9 +267,7 @@ class Interlock:
                              f'old_sequence: {sequence} is not newer than the last forwarded '
                              f'{self.last_forwarded}'))
         if not executor_ready:
-            out.append(Block('executor_unavailable', math.nan, math.nan,
-                             'executor_unavailable: the execute_trajectory server is not '
-                             'available'))
+            out.append(_no_executor())
         return out
 
     # ---- events ----------------------------------------------------------------------------
@@ -340,7 +343,13 @@ class Interlock:
         out = ChunkOutcome()
         self.stats['chunks'] += 1
         if shadow:
-            accepted = not rejected and not needs_confirmation
+            # A shadow chunk is never forwarded, so the interlock's latches do not apply to it
+            # (a dry run with the e-stop pressed stays a dry run); but the gate's word on it is
+            # what allows a start, so a gate that could not forward the live chunk that follows
+            # (no execute_trajectory server discovered yet) does not accept it.
+            if not rejected and not executor_ready:
+                out.blocks = [_no_executor()]
+            accepted = not rejected and not needs_confirmation and not out.blocks
             if accepted and self.stopped is not None and sequence > self._stop_floor:
                 self.stopped = None
                 self._start_floor = sequence

@@ -173,17 +173,19 @@ class StatusPrinter:
 
 #: Gate verdicts on the preflight's shadow chunk that mean "not ready yet", not "unsafe": no
 #: robot model yet (robot_description still arriving), no joint_states yet, the supervisor's
-#: held deadman not yet received (DDS discovery), or a chunk that waited while the gate was
-#: still starting (loading the model and IK takes ~0.5 s). Retried until the timeout; a
-#: persistent one fails the preflight with its message.
+#: held deadman not yet received (DDS discovery), the executor's action server not yet
+#: discovered, or a chunk that waited while the gate was still starting (loading the model and
+#: IK takes ~0.5 s). Retried until the timeout; a persistent one fails the preflight with its
+#: message.
 GATE_NOT_READY = frozenset({'robot_model', 'joint_state', 'deadman', 'chunk_age',
-                            'chunk_in_past'})
+                            'chunk_in_past', 'executor_unavailable'})
 
 
 def _preflight(sup: DemoSupervisor, timeout: float = 30.0) -> tuple[bool, str]:
     """Preflight until the policy's shadow chunk is ACCEPTED by the gate: the whole pipeline
-    is ready, not only the policy. Not-ready verdicts are retried until ``timeout``; any
-    other rejection ends it (the demo does not start a rollout the gate would reject)."""
+    is ready, not only the policy (policy/preflight itself succeeds only then). Not-ready
+    verdicts are retried until ``timeout``; any other rejection ends it (the demo does not
+    start a rollout the gate would reject)."""
     ok, msg = False, 'no attempt'
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -191,16 +193,15 @@ def _preflight(sup: DemoSupervisor, timeout: float = 30.0) -> tuple[bool, str]:
         with sup.lock:
             seen = len(sup.log.verdicts)
         ok, msg = sup.call('preflight')
-        if ok:
-            verdict = sup.wait_shadow_verdict(seen, 5.0)
-            if verdict is None:
-                ok, msg = False, f'{msg}, but no gate verdict on it within 5 s'
-            elif verdict.accepted:
-                return True, f'{msg}; the gate accepted it'
-            else:
-                ok, msg = False, f'the gate rejected the shadow chunk: {verdict.summary}'
-                if not {v['check'] for v in verdict.violations} <= GATE_NOT_READY:
-                    return False, msg
+        verdict = sup.wait_shadow_verdict(seen, 5.0 if ok else 0.5)
+        if verdict is not None and not verdict.accepted:
+            ok, msg = False, f'the gate rejected the shadow chunk: {verdict.summary}'
+            if not {v['check'] for v in verdict.violations} <= GATE_NOT_READY:
+                return False, msg
+        elif ok and verdict is None:
+            ok, msg = False, f'{msg}, but the demo saw no gate verdict on it within 5 s'
+        elif ok:
+            return True, f'{msg}; the gate accepted it'
         time.sleep(0.5)  # inputs still arriving; the message says which
     return ok, msg
 

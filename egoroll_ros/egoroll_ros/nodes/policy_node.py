@@ -191,6 +191,11 @@ PARAMS = [
           "toggle) needs the safety gate's ACCEPTED verdict (safety/verdict) on the preflight's "
           'shadow chunk. False: a passing preflight alone allows a start (a warning is '
           'logged).', read_only=True),
+    Param('gate.verdict_timeout', float, 3.0, 'Seconds policy/preflight waits for the '
+          "safety gate's verdict on its shadow chunk (with gate.require_preflight_acceptance): "
+          'the preflight succeeds only once the gate accepted it, and fails (start stays '
+          'refused) when it rejects it or does not answer in time.', min=0.01, max=60.0,
+          read_only=True),
     Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
           'manager needed).', read_only=True),
     Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
@@ -314,6 +319,7 @@ class PolicyNode(LifecycleNode):
         self._last_status: RolloutStatus | None = None
         self._shadow_seq: int | None = None
         self._shadow_verdict: tuple[bool, str] | None = None
+        self._shadow_done: Future | None = None   # resolves with _shadow_verdict
         self._gate: GateStop | None = None
         self._toggle_button: DebouncedButton | None = None
         # Diagnostics exist in every lifecycle state: they say why the node is unconfigured.
@@ -372,7 +378,7 @@ class PolicyNode(LifecycleNode):
         self.sm = RolloutStateMachine(
             self.p['preflight_validity'], time.monotonic,
             first_sequence=max(time.time_ns() // 1000, self._last_sequence + 1))
-        self._shadow_seq = self._shadow_verdict = None
+        self._shadow_seq = self._shadow_verdict = self._shadow_done = None
         before = self._entity_lists()
         try:
             self._create_entities()
@@ -686,13 +692,37 @@ class PolicyNode(LifecycleNode):
             sm.fault(f'preflight did not finish within {limit:g} s')
             res.success, res.message = False, f'preflight timed out after {limit:g} s'
             return res
-        res.success, res.message = done.result()
+        ok, message = done.result()
+        if ok and self.p['gate.require_preflight_acceptance']:
+            ok, message = await self._gate_word(message)
+        res.success, res.message = ok, message
         return res
+
+    async def _gate_word(self, passed: str) -> tuple[bool, str]:
+        """Await the safety gate's verdict on the preflight's shadow chunk: a preflight
+        succeeds only when the start it allows would be accepted (so a preflight followed at
+        once by a start, over any link, never races the verdict)."""
+        with self.sm.lock:
+            seq, verdict = self._shadow_seq, self._shadow_done
+        if verdict is None:
+            return False, f'{passed}; no shadow chunk to wait for'
+        limit = self.p['gate.verdict_timeout']
+        if not await wait_for(self, verdict, limit):
+            return False, (f'{passed}, but the safety gate did not report on shadow chunk {seq} '
+                           f'within {limit:g} s (safety/verdict; is the gate running?): start '
+                           'stays refused')
+        accepted, summary = verdict.result()
+        if not accepted:
+            return False, f'{passed}, but the safety gate did not accept it: {summary}'
+        return True, f'{passed} and accepted by the safety gate'
 
     def _on_verdict(self, msg: GateVerdict) -> None:
         with self.sm.lock:
             if msg.shadow and self._shadow_seq is not None and msg.sequence == self._shadow_seq:
                 self._shadow_verdict = (bool(msg.accepted), msg.summary)
+                done = self._shadow_done
+                if done is not None and not done.done():
+                    done.set_result(self._shadow_verdict)
 
     def _gate_refusal(self) -> str:
         """Why the gate's word on the preflight does not allow a start ('' when it does)."""
@@ -932,6 +962,7 @@ class PolicyNode(LifecycleNode):
                 return False, 'preflight interrupted'
             msg.sequence = self.sm.next_sequence()
             self._shadow_seq, self._shadow_verdict = int(msg.sequence), None
+            self._shadow_done = Future()
             self.chunk_pub.publish(msg)
             self.sm.end_preflight(True, f'preflight passed ({latency * 1e3:.1f} ms); start '
                                         f"within {self.p['preflight_validity']:g} s")

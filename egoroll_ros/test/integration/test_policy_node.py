@@ -318,14 +318,19 @@ def test_max_age_set_live_changes_which_inputs_are_stale(ros_graph, tmp_path):
 
 
 @pytest.mark.safety
-def test_start_needs_the_gates_accepted_verdict_on_the_preflight_shadow_chunk(ros_graph,
-                                                                             tmp_path):
+def test_preflight_and_start_need_the_gates_accepted_verdict_on_the_shadow_chunk(ros_graph,
+                                                                                  tmp_path):
+    """policy/preflight answers only with the gate's word on its shadow chunk (so a start
+    right after it never races the verdict); start is refused until the gate accepted it."""
     ck = make_fake_checkpoint(tmp_path / 'ck', mode='wrap', offset=0.1, step_period=0.05)
-    node = _node(ros_graph, ck, **{'gate.require_preflight_acceptance': True})
+    node = _node(ros_graph, ck, **{'gate.require_preflight_acceptance': True,
+                                   'gate.verdict_timeout': 1.0})
     Inputs(ros_graph)
     probe = ros_graph.node('probe')
     chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
     gate = probe.create_publisher(GateVerdict, 'safety/verdict', 10)   # the gate's topic
+    client = probe.create_client(Trigger, 'policy/preflight')
+    assert client.wait_for_service(timeout_sec=10)
     ros_graph.wait_for_publishers(chunks.subscription)
     ros_graph.wait_for_subscribers(gate)
     _wait_fresh(node)
@@ -334,17 +339,32 @@ def test_start_needs_the_gates_accepted_verdict_on_the_preflight_shadow_chunk(ro
         gate.publish(GateVerdict(sequence=seq, shadow=True, accepted=accepted,
                                  summary='accepted' if accepted else 'rejected: x'))
 
-    assert _call(node, 'preflight').success
-    shadow = chunks.wait_for(lambda m: m.shadow, timeout=5)
+    # no verdict: the preflight fails after gate.verdict_timeout, and start stays refused
+    res = _call(node, 'preflight')
+    assert not res.success and 'did not report' in res.message, res.message
     res = _call(node, 'start')
     assert not res.success and 'has not reported' in res.message, res.message
+    # a rejection: the preflight answers with it
+    n = len(chunks.snapshot())
+    pending = client.call_async(Trigger.Request())
+    shadow = chunks.wait_for(lambda m: m.shadow, timeout=5, start=n)
+    res = _call(node, 'start')                   # the verdict is not in yet
+    assert not res.success and 'has not reported' in res.message, res.message
+    verdict(shadow.sequence - 1, True)           # about another chunk: no effect
     verdict(shadow.sequence, False)
-    wait_until(lambda: 'did not accept' in _call(node, 'start').message, 5.0, 'rejection seen')
+    wait_until(pending.done, 5.0, 'the preflight answer')
+    assert not pending.result().success and 'did not accept' in pending.result().message
+    assert 'did not accept' in _call(node, 'start').message
     assert node.sm.state is State.READY
-    verdict(shadow.sequence - 1, True)       # about another chunk: no effect
-    assert not _call(node, 'start').success
+    # an acceptance: the preflight succeeds, and a start right after it is allowed
+    n = len(chunks.snapshot())
+    pending = client.call_async(Trigger.Request())
+    shadow = chunks.wait_for(lambda m: m.shadow, timeout=5, start=n)
     verdict(shadow.sequence, True)
-    wait_until(lambda: _call(node, 'start').success, 5.0, 'start after the acceptance')
+    wait_until(pending.done, 5.0, 'the preflight answer')
+    assert pending.result().success and 'accepted by the safety gate' in \
+        pending.result().message, pending.result().message
+    assert _call(node, 'start').success
     assert node.sm.state is State.RUNNING
     _call(node, 'stop')
 

@@ -85,7 +85,8 @@ class Half:
         return self.replies.get(timeout=timeout)
 
     def log(self) -> str:
-        self.stderr.flush()
+        if not self.stderr.closed:   # stop() closes it; the log is read after that too
+            self.stderr.flush()
         return self.stderr_path.read_text(errors='replace')[-6000:]
 
     def stop(self) -> None:
@@ -141,7 +142,8 @@ def test_split_hosts_over_veth_latency_partition_and_return(hosts, tmp_path):
                 wait_until(preflight, 60.0, 'a passing preflight across the veth', interval=0.5)
             except AssertionError as exc:
                 raise AssertionError(f'{exc}: {last.get("message")}') from None
-            assert policy.call('start')['success']
+            started = policy.call('start')
+            assert started['success'], started
 
             def forwarded(after: float = 0.0) -> list[dict]:
                 return [v for v in robot.of('verdict') if v['forwarded'] and v['t'] > after]
@@ -201,7 +203,8 @@ def test_split_hosts_over_veth_latency_partition_and_return(hosts, tmp_path):
             policy.call('stop')
             wait_until(preflight, 60.0, 'a passing preflight after the link returned',
                        interval=0.5)
-            assert policy.call('start')['success']
+            started = policy.call('start')
+            assert started['success'], started
             wait_until(lambda: len(forwarded(t_rec)) >= 5, 30.0, 'forwarded chunks again')
             t_fwd = time.time()
             wait_until(lambda: moving(t_fwd), 10.0, 'the arm moving again')

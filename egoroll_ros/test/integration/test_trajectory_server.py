@@ -6,7 +6,9 @@ callback on these 2-core machines, and every setpoint is a callback for the sim 
 from __future__ import annotations
 
 import sys
+import threading
 import time
+import traceback
 
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
@@ -50,6 +52,12 @@ def _params(d):
     return [Parameter(k, value=v) for k, v in d.items()]
 
 
+def _thread_stacks() -> str:
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return '\n'.join(f'--- {names.get(ident, ident)}\n' + ''.join(traceback.format_stack(f)[-6:])
+                     for ident, f in sys._current_frames().items())
+
+
 class Rig:
     def __init__(self, graph, server=None, sim=None, start_sim=True):
         self.graph = graph
@@ -74,7 +82,13 @@ class Rig:
         graph.wait_for_publishers(self.commanded.subscription)
         self.seq = 0
         if self.sim is not None:
-            wait_until(lambda: self.server.core.measured is not None, 10.0, 'joint_states')
+            try:
+                wait_until(lambda: self.server.core.measured is not None, 10.0, 'joint_states')
+            except AssertionError as exc:   # seen once in CI: say where every thread was
+                raise AssertionError(
+                    f'{exc}; the server matched '
+                    f'{self.server._state_sub.get_publisher_count()} joint_states '
+                    f'publisher(s); threads:\n{_thread_stacks()}') from None
 
     def start_sim(self):
         self.sim = self.graph.add(SimRobot(context=self.graph.context,

@@ -30,10 +30,16 @@ def test_measure_fps_of_a_regular_camera() -> None:
     assert measure_fps(T0 + np.arange(90) / 30.0) == 30
     jitter = np.random.default_rng(0).uniform(-0.004, 0.004, 90)
     assert measure_fps(T0 + np.arange(90) / 30.0 + jitter) == 30
+    # a first frame 0.4 period late and a later one 0.4 period early: jitter, not a drop
+    late_start = T0 + np.arange(20) / 5.0
+    late_start[0] += 0.08
+    late_start[3] -= 0.08
+    assert measure_fps(late_start) == 5
 
 
 @pytest.mark.parametrize(('stamps', 'match'), [
     (T0 + np.delete(np.arange(60), 30) / 30.0, 'irregular at 30 Hz: frame 30'),
+    (T0 + np.delete(np.arange(60), 10) / 30.0, 'irregular at 30 Hz: frame 10'),
     # 29.97 Hz stays within half a period of a 30 Hz grid for 16 s, then drifts off it
     (T0 + np.arange(1200) / 29.97, 'irregular at 30 Hz'),
     (T0 + np.arange(60) / 12.5, 'not an integer rate'),

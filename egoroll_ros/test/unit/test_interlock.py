@@ -155,6 +155,23 @@ def test_executor_unavailable_is_the_reason_in_the_verdict():
     assert good(il, 2).forwarded
 
 
+def test_a_shadow_chunk_is_not_accepted_while_no_executor_could_take_the_live_one():
+    il = armed()
+    il.stop('stopped by request')
+    out = good(il, 1, shadow=True, executor_ready=False)
+    assert [b.check for b in out.blocks] == ['executor_unavailable'] and not out.forwarded
+    assert il.state() == STATE_STOPPED              # a blocked preflight does not re-arm
+    assert not good(il, 2, shadow=True).blocks      # the executor discovered: it does
+    assert il.state() == STATE_OK
+
+
+def test_latches_do_not_block_a_shadow_chunk_a_dry_run_is_checked_with_the_estop_pressed():
+    il = armed()
+    il.estop = True
+    out = good(il, 1, shadow=True)
+    assert not out.blocks and not out.forwarded and not out.decisions
+
+
 def test_reset_keeps_the_sequence_floor_the_executor_enforces():
     il = armed()
     good(il, 10)
