@@ -158,8 +158,14 @@ class GateStop:
         with self._lock:
             if self._last is not None and self._last[0] == rid:
                 self._last = (rid, done)
+        # one call site per severity (rclpy refuses two severities from one line)
         log = self._node.get_logger()
-        {CONFIRMED: log.info, NO_GATE: log.warning}.get(state, log.error)(done.text())
+        if state == CONFIRMED:
+            log.info(done.text())
+        elif state == NO_GATE:
+            log.warning(done.text())
+        else:
+            log.error(done.text())
         if self._on_report is not None:
             self._on_report(done)
         return done
