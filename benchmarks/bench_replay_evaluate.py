@@ -9,9 +9,12 @@
    640x480 rgb8 images at 30 Hz plus joint_states at 500 Hz into subscribers in this process
    (rclpy messages, as a node receives them), at increasing ``--rate``; a rate is sustained
    when every message arrives and the whole episode takes at most 5 % longer than scheduled.
+   The replay episode is ``--replay-seconds`` long (default 15 s: 5 s of wall time at 3x, so
+   "sustained" holds over seconds, not over a burst that fits in the transport's buffers).
    The issue asks for at least 3x.
 
-Usage: ``tools/in_env.sh python benchmarks/bench_replay_evaluate.py [--seconds S]``.
+Usage: ``tools/in_env.sh python benchmarks/bench_replay_evaluate.py [--seconds S]
+[--replay-seconds S] [--rates R...]``.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class _Sink:
             time.monotonic()), qos, raw=raw)
 
 
-def _replay_once(ep, rate: float, raw: bool) -> tuple[bool, str]:  # noqa: ANN001
+def _replay_once(ep, rate: float, raw: bool) -> tuple[bool, str, float]:  # noqa: ANN001
     from sensor_msgs.msg import Image, JointState
 
     from egoroll_ros.ros.graph import RosGraph
@@ -104,7 +107,7 @@ def _replay_once(ep, rate: float, raw: bool) -> tuple[bool, str]:  # noqa: ANN00
                               '--rate', str(rate), '--wait-for-subscribers', '20'],
                              capture_output=True, text=True, timeout=600)
         if res.returncode != 0:
-            return False, f'egoroll replay failed: {res.stderr.strip()}'
+            return False, f'egoroll replay failed: {res.stderr.strip()}', float('nan')
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline and any(
                 len(s.received) < n for s, n in zip(sinks, want_n, strict=True)):
@@ -115,10 +118,12 @@ def _replay_once(ep, rate: float, raw: bool) -> tuple[bool, str]:  # noqa: ANN00
         late = re.search(r'latest publish ([0-9.]+) ms', res.stderr)
         want = (ep.js_times[-1] - ep.js_times[0]) / rate
         ok = got == want_n and span <= 1.05 * want
+        factor = want / span * rate
         return ok, (f'{got[0]}/{n_js} joint_states, {got[1] + got[2]}/{2 * n_img} images; '
-                    f'took {span:.2f} s (scheduled {want:.2f} s, x{want / span * rate:.2f} '
+                    f'took {span:.2f} s (scheduled {want:.2f} s, x{factor:.2f} '
                     f"real time); worst publish lateness {late.group(1) if late else '?'} ms "
-                    f"-> {'OK' if ok else 'NOT sustained'} ({time.monotonic() - t0:.1f} s)")
+                    f"-> {'OK' if ok else 'NOT sustained'} ({time.monotonic() - t0:.1f} s)"), \
+            factor
     finally:
         graph.close()
 
@@ -134,33 +139,43 @@ def bench_replay(seconds: float, rates: list[float]) -> None:
               f'({2 * len(ep.image_times)} images) + joint_states at 500 Hz '
               f'({len(ep.js_times)}); subscribers in one other process, KEEP_ALL reliable')
         best: dict[str, float | None] = {}
+        achieved: dict[str, float | None] = {}
         for raw in (True, False):
             kind = 'raw CDR sink' if raw else 'rclpy message sink'
-            best[kind] = None
+            best[kind] = achieved[kind] = None
             for rate in rates:
-                ok, line = _replay_once(ep, rate, raw)
+                ok, line, factor = _replay_once(ep, rate, raw)
                 print(f'  {kind}, --rate {rate:g}: {line}')
                 if not ok:
                     break
-                best[kind] = rate
-        print('replay: largest rate sustained ' + ', '.join(
-            f'{k} {v}x' for k, v in best.items()) + ' ' + json.dumps(
-            {'largest_rate_ok': best}))
+                best[kind], achieved[kind] = rate, round(factor, 2)
+        target = 'meets' if all(v is not None and v >= 3.0 for v in best.values()) else \
+            'does NOT meet'
+        print(f'replay: sustained over {seconds:g} s of bag, no message lost: ' + ', '.join(
+            f'{k} {v}x' + (f' (measured x{achieved[k]:.2f} real time)' if v else '')
+            for k, v in best.items()) + f'; {target} the 3x target ' + json.dumps(
+            {'replay_seconds': seconds, 'largest_rate_ok': best,
+             'realtime_factor_at_it': achieved}))
 
 
 def main() -> None:
     """Run both benchmarks."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--seconds', type=float, default=10.0, help='episode length (s)')
+    ap.add_argument('--seconds', type=float, default=10.0,
+                    help='evaluate episode length (s)')
+    ap.add_argument('--replay-seconds', type=float, default=15.0,
+                    help='replay episode length (s of bag; default 15: 5 s of wall time at 3x)')
     ap.add_argument('--rates', type=float, nargs='+', default=[1.0, 2.0, 3.0, 4.0, 6.0, 8.0])
     ap.add_argument('--skip-evaluate', action='store_true')
     ap.add_argument('--skip-replay', action='store_true')
     args = ap.parse_args()
+    if not (args.seconds > 0 and args.replay_seconds > 0):
+        ap.error('--seconds and --replay-seconds must be positive')
     print(f'machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}')
     if not args.skip_evaluate:
         bench_evaluate(args.seconds)
     if not args.skip_replay:
-        bench_replay(min(args.seconds, 5.0), args.rates)
+        bench_replay(args.replay_seconds, args.rates)
 
 
 if __name__ == '__main__':

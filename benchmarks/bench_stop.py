@@ -267,13 +267,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('--rates', type=float, nargs='+', default=[100.0, 500.0])
     ap.add_argument('--kinds', nargs='+', default=list(KINDS), choices=KINDS)
     ap.add_argument('--seed', type=int, default=13)
+    ap.add_argument('--log-dir', type=Path, default=None,
+                    help="keep the nodes' logs here (default: a temporary directory)")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     rows = []
     violations = 0
     for rate in args.rates:
         with isolated_domain(), tempfile.TemporaryDirectory() as tmp:
-            bench = Bench(rate, Path(tmp))
+            logs = Path(tmp) if args.log_dir is None else args.log_dir / f'{rate:g}hz'
+            bench = Bench(rate, logs)
             try:
                 for kind in args.kinds:
                     n = args.death_reps if kind.endswith('_death') else args.reps

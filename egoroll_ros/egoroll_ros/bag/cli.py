@@ -101,8 +101,12 @@ def add_record_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument('--namespace', default='', help='namespace of the rollout graph')
     p.add_argument('--outcome-window', type=float, default=10.0,
                    help='seconds after a stop to wait for the success/failure mark')
-    p.add_argument('--success-button', type=int, default=-1, help='Quest Joy button: success')
-    p.add_argument('--failure-button', type=int, default=-1, help='Quest Joy button: failure')
+    p.add_argument('--success-button', type=int, default=-1,
+                   help='Quest Joy button: success. Refused at start when the gate '
+                   '(--gate-config: confirm_button, estop_button) or policy_node (--config: '
+                   'quest.toggle_button, takeover.button) uses it')
+    p.add_argument('--failure-button', type=int, default=-1,
+                   help='Quest Joy button: failure (refused likewise)')
     p.add_argument('--extra-topics', nargs='+', default=[], metavar='TOPIC:TYPE',
                    help='more topics to record (e.g. /safety/interlock:std_msgs/msg/String)')
     p.set_defaults(func=run_record)

@@ -16,6 +16,7 @@ success/failure marks with a steady time, and says when an episode opens and clo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 #: Outcomes an operator can mark.
@@ -115,3 +116,29 @@ class EpisodeTracker:
     def _close(self) -> Episode | None:
         ep, self.current = self.current, None
         return ep
+
+
+def outcome_button_conflicts(outcome: Mapping[str, int], used: Mapping[str, int]) -> list[str]:
+    """Outcome buttons that would also do something else, one message each.
+
+    Args:
+        outcome: the recorder's outcome buttons by parameter name (``quest.success_button``:
+            2, ...); -1: none.
+        used: quest/joy buttons other nodes use, by what uses them (``"safety_gate
+            estop_button (gate.yaml)"``: 1, ...); -1: none.
+
+    Returns:
+        One message per collision (an outcome button that is another outcome button, or a
+        button in ``used``); empty when there is none.
+    """
+    out = []
+    marks = [(k, b) for k, b in outcome.items() if b >= 0]
+    for i, (k, b) in enumerate(marks):
+        for k2, b2 in marks[:i]:
+            if b == b2:
+                out.append(f"parameter '{k}': button {b} is also {k2}")
+        for what, b2 in used.items():
+            if b == b2:
+                out.append(f"parameter '{k}': button {b} is also {what}; pressing it to mark an "
+                           'episode would do that too')
+    return out

@@ -21,6 +21,16 @@ Handover without a jump, both ways: the first teleop target IS the measured pose
 displacement), and the policy's next chunk after the handback is predicted from the measured
 state; the executor's seam (blend or splice) joins each new chunk to the running setpoint.
 
+The gripper (an arm with ``gripper_joint``): the operator's analog axis (the controller's
+trigger) commands it, in the same teleop chunk, through the same gate checks (the gate's
+``gripper_range``, ``max_step``, velocity, ...). The axis maps linearly from its released value
+(``gripper_open``) to its fully pressed value (``gripper_closed``) (:func:`gripper_command`).
+At takeover (and at each re-anchor) the gripper holds its MEASURED position until the axis
+picks it up (:class:`GripperPickup`: its command comes within ``gripper_pickup`` of the
+measured position, or crosses it), so a trigger that is not where the fingers are does not
+make the gripper jump (or drop what it holds). Without ``gripper_joint`` the chunk carries no
+gripper values: the gate holds the gripper at its measured position.
+
 The mapping (:func:`map_pose`), with ``M`` = :attr:`TakeoverConfig.rotation` (controller
 reference frame -> robot base frame) and ``s`` = :attr:`TakeoverConfig.translation_scale`::
 
@@ -39,13 +49,21 @@ import numpy as np
 
 from egoroll_ros.core.cartesian import CartesianArmTarget, CartesianChunk
 from egoroll_ros.core.frames import matrix_to_quat, quat_to_matrix
-from egoroll_ros.core.observation import JOINT_STATES, QUEST_LEFT, QUEST_RIGHT, stale_inputs
+from egoroll_ros.core.observation import (
+    JOINT_STATES,
+    QUEST_JOY,
+    QUEST_LEFT,
+    QUEST_RIGHT,
+    stale_inputs,
+)
 from egoroll_ros.errors import ConfigError, EgorollError
 
 #: Quest controllers and the input each pose comes from.
 CONTROLLERS = {'left': QUEST_LEFT, 'right': QUEST_RIGHT}
 #: ``policy_id`` of the operator's chunks (they come from no policy).
 OPERATOR_ID = 'operator'
+#: Largest quest/joy axis index a parameter may name (as the parameters' declared range).
+MAX_AXIS = 255
 #: A controller quaternion's norm must be 1 within this (bridges send float32 values); it is
 #: then normalised. Further off: the pose is refused, never repaired.
 QUAT_TOLERANCE = 1e-3
@@ -63,11 +81,25 @@ class TakeoverArm:
         name: arm name as the safety gate knows it (``cartesian_arms``).
         ee_frame: its end-effector frame (URDF frame; the gate's ``cartesian_ee_frames``).
         controller: ``'left'`` or ``'right'``: the Quest controller whose pose drives it.
+        gripper_joint: the joint the operator's gripper commands go to (the gate's
+            ``cartesian_gripper_joints`` entry of this arm); '' for none.
+        gripper_axis: quest/joy axis commanding the gripper (-1 when ``gripper_joint`` is '').
+        gripper_open, gripper_closed: the gripper position (m or rad, as in joint_states) the
+            axis commands when released and when fully pressed.
     """
 
     name: str
     ee_frame: str
     controller: str
+    gripper_joint: str = ''
+    gripper_axis: int = -1
+    gripper_open: float = 0.0
+    gripper_closed: float = 0.0
+
+    @property
+    def has_gripper(self) -> bool:
+        """Whether the operator commands this arm's gripper."""
+        return bool(self.gripper_joint)
 
 
 def _rotation(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
@@ -81,6 +113,22 @@ def _rotation(values: Sequence[float] | np.ndarray, name: str) -> np.ndarray:
     if not (np.allclose(m @ m.T, np.eye(3), atol=1e-6) and np.linalg.det(m) > 0):
         raise ConfigError(f"parameter '{name}': not a rotation matrix (orthonormal, det +1)")
     return m
+
+
+def _check_gripper(a: TakeoverArm) -> None:
+    if not a.has_gripper:
+        if a.gripper_axis != -1:
+            raise ConfigError(f"parameter 'takeover.gripper_axes': arm '{a.name}' has no "
+                              f'gripper joint, so its axis must be -1, got {a.gripper_axis}')
+        return
+    if not 0 <= a.gripper_axis <= MAX_AXIS:
+        raise ConfigError(f"parameter 'takeover.gripper_axes': arm '{a.name}' (gripper "
+                          f"'{a.gripper_joint}'): axis {a.gripper_axis} is out of range "
+                          f'(a quest/joy axis index, 0..{MAX_AXIS})')
+    lo, hi = a.gripper_open, a.gripper_closed
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo == hi:
+        raise ConfigError(f"parameter 'takeover.gripper_open': arm '{a.name}': open {lo} and "
+                          f'closed {hi} (takeover.gripper_closed) must be finite and differ')
 
 
 @dataclass(frozen=True)
@@ -100,8 +148,13 @@ class TakeoverConfig:
         rotation: controller reference frame -> robot base frame (3x3).
         follow_rotation: the end effector also turns as the controller turns (else it keeps
             its orientation at takeover).
-        max_pose_age: s; an older (or not advancing) controller pose gives no chunk.
+        max_pose_age: s; an older (or not advancing) controller pose gives no chunk (also
+            quest/joy, when an arm's gripper is commanded from it).
         max_joint_state_age: s; takeover needs a joint state at most this old to anchor.
+        gripper_axis_range: the gripper axis value (released, fully pressed); a value outside
+            gives no chunk (never clamped).
+        gripper_pickup: the axis picks up the held gripper when its command comes within this
+            fraction of ``|gripper_closed - gripper_open|`` of the measured position.
     """
 
     arms: tuple[TakeoverArm, ...] = ()
@@ -113,10 +166,26 @@ class TakeoverConfig:
     follow_rotation: bool = True
     max_pose_age: float = 0.2
     max_joint_state_age: float = 0.1
+    gripper_axis_range: tuple[float, float] = (0.0, 1.0)
+    gripper_pickup: float = 0.05
 
     def __post_init__(self) -> None:
         """Validate; ConfigError names the parameter."""
         object.__setattr__(self, 'arms', tuple(self.arms))
+        rng = tuple(float(v) for v in self.gripper_axis_range)
+        if len(rng) != 2 or not all(math.isfinite(v) for v in rng) or rng[0] == rng[1]:
+            raise ConfigError("parameter 'takeover.gripper_axis_range': needs 2 finite, "
+                              f'different values (released, fully pressed), got {rng}')
+        object.__setattr__(self, 'gripper_axis_range', rng)
+        if not (math.isfinite(self.gripper_pickup) and 0.0 < self.gripper_pickup <= 1.0):
+            raise ConfigError("parameter 'takeover.gripper_pickup': must be in (0, 1], got "
+                              f'{self.gripper_pickup}')
+        for a in self.arms:
+            _check_gripper(a)
+        grips = [a.gripper_joint for a in self.arms if a.has_gripper]
+        if len(set(grips)) != len(grips):
+            raise ConfigError(f"parameter 'takeover.gripper_joints': {grips}: one gripper "
+                              'joint per arm')
         object.__setattr__(self, 'rotation', _rotation(self.rotation, 'takeover.rotation'))
         names = [a.name for a in self.arms]
         if len(set(names)) != len(names) or any(not n for n in names):
@@ -147,6 +216,11 @@ class TakeoverConfig:
         return bool(self.arms)
 
     @property
+    def grippers(self) -> bool:
+        """Whether the operator commands any gripper (quest/joy is then a takeover input)."""
+        return any(a.has_gripper for a in self.arms)
+
+    @property
     def times(self) -> np.ndarray:
         """time_from_start of a teleop chunk's points: lead, lead + 1/rate, ... <= horizon."""
         dt = 1.0 / self.rate
@@ -154,10 +228,52 @@ class TakeoverConfig:
         return self.lead + dt * np.arange(n)
 
 
+def _gripper_params(values: Mapping[str, object], arms: list[str]) -> list[tuple]:
+    """Per arm ``(joint, axis, open, closed)`` from ``takeover.gripper_*`` (all empty: no
+    gripper anywhere)."""
+    joints = list(values.get('takeover.gripper_joints') or [])
+    axes = list(values.get('takeover.gripper_axes') or [])
+    opens = list(values.get('takeover.gripper_open') or [])
+    closes = list(values.get('takeover.gripper_closed') or [])
+    if not joints:
+        given = [k for k, v in (('takeover.gripper_axes', axes), ('takeover.gripper_open', opens),
+                                ('takeover.gripper_closed', closes)) if v]
+        if given:
+            raise ConfigError(f"parameter '{given[0]}': set, but takeover.gripper_joints is "
+                              'empty (which joint would it command?)')
+        return [('', -1, 0.0, 0.0)] * len(arms)
+    for name, v in (('takeover.gripper_joints', joints), ('takeover.gripper_axes', axes),
+                    ('takeover.gripper_open', opens), ('takeover.gripper_closed', closes)):
+        if len(v) != len(arms):
+            raise ConfigError(f"parameter '{name}': needs one entry per takeover.arms entry "
+                              f"({len(arms)}; '' / -1 for an arm without gripper), got {len(v)}")
+    configured = list(values.get('joints') or [])
+    missing = [j for j in joints if j and j not in configured]
+    if missing:
+        raise ConfigError(f"parameter 'takeover.gripper_joints': {missing} not in 'joints' "
+                          f'{configured}')
+    # the same arm's gripper joint for the policy's Cartesian chunks must be the same joint
+    policy_grip = dict(zip(values.get('cartesian.arms') or [],
+                           values.get('cartesian.gripper_joints') or [], strict=False))
+    for arm, j in zip(arms, joints, strict=True):
+        if j and policy_grip.get(arm) and policy_grip[arm] != j:
+            raise ConfigError(f"parameter 'takeover.gripper_joints': arm '{arm}' has gripper "
+                              f"'{j}', but cartesian.gripper_joints gives it "
+                              f"'{policy_grip[arm]}'")
+    clutch = values.get('takeover.clutch_axis', -1)
+    for arm, j, ax in zip(arms, joints, axes, strict=True):
+        if j and isinstance(clutch, int) and clutch >= 0 and ax == clutch:
+            raise ConfigError(f"parameter 'takeover.gripper_axes': arm '{arm}': axis {ax} is "
+                              'also takeover.clutch_axis; one axis, one meaning')
+    return [(j, int(ax), float(o), float(c))
+            for j, ax, o, c in zip(joints, axes, opens, closes, strict=True)]
+
+
 def takeover_config_from_params(values: Mapping[str, object]) -> TakeoverConfig:
-    """A :class:`TakeoverConfig` from policy_node's parameter values (``takeover.*``, and
-    ``max_age.joint_states``, ``max_age.quest``; ``quest.toggle_button`` must differ from
-    ``takeover.button``).
+    """A :class:`TakeoverConfig` from policy_node's parameter values (``takeover.*``,
+    ``joints``, and ``max_age.joint_states``, ``max_age.quest``; ``quest.toggle_button`` must
+    differ from ``takeover.button``, a gripper axis from ``takeover.clutch_axis``, and every
+    ``takeover.gripper_joints`` entry must be in ``joints``).
 
     Raises:
         ConfigError: naming the parameter.
@@ -175,8 +291,10 @@ def takeover_config_from_params(values: Mapping[str, object]) -> TakeoverConfig:
     if arms and isinstance(button, int) and button >= 0 and button == toggle:
         raise ConfigError(f"parameter 'takeover.button': {button} is also quest.toggle_button "
                           '(start/stop); one button, one meaning')
+    grips = _gripper_params(values, arms)
     return TakeoverConfig(
-        arms=tuple(TakeoverArm(a, f, c) for a, f, c in zip(arms, frames, ctrls, strict=True)),
+        arms=tuple(TakeoverArm(a, f, c, *g)
+                   for a, f, c, g in zip(arms, frames, ctrls, grips, strict=True)),
         rate=float(values.get('takeover.rate', 30.0)),
         lead=float(values.get('takeover.lead', 0.15)),
         horizon=float(values.get('takeover.horizon', 0.5)),
@@ -184,7 +302,9 @@ def takeover_config_from_params(values: Mapping[str, object]) -> TakeoverConfig:
         rotation=np.asarray(values.get('takeover.rotation') or [], dtype=float),
         follow_rotation=bool(values.get('takeover.follow_rotation', True)),
         max_pose_age=float(values.get('max_age.quest', 0.2)),
-        max_joint_state_age=float(values.get('max_age.joint_states', 0.1)))
+        max_joint_state_age=float(values.get('max_age.joint_states', 0.1)),
+        gripper_axis_range=tuple(values.get('takeover.gripper_axis_range', (0.0, 1.0))),
+        gripper_pickup=float(values.get('takeover.gripper_pickup', 0.05)))
 
 
 def pose_from_tuple(value: Sequence[float], what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -230,6 +350,59 @@ def map_pose(ctrl0: tuple[np.ndarray, np.ndarray], ee0: tuple[np.ndarray, np.nda
     return p, u @ vt
 
 
+def gripper_command(arm: TakeoverArm, axes: Sequence[float],
+                    axis_range: tuple[float, float]) -> float:
+    """The gripper position the operator commands: ``axes[arm.gripper_axis]`` mapped linearly
+    from ``axis_range`` (released, fully pressed) to (``gripper_open``, ``gripper_closed``).
+
+    Raises:
+        TakeoverError: the axis is missing from ``axes``, not finite, or outside
+            ``axis_range`` (never clamped).
+    """
+    i = arm.gripper_axis
+    if not 0 <= i < len(axes):
+        raise TakeoverError(f"quest/joy has {len(axes)} axes; arm '{arm.name}' commands its "
+                            f'gripper from axis {i} (takeover.gripper_axes)')
+    v = float(axes[i])
+    lo, hi = axis_range
+    f = (v - lo) / (hi - lo)
+    if not (math.isfinite(v) and 0.0 <= f <= 1.0):
+        raise TakeoverError(f"quest/joy axis {i} (arm '{arm.name}' gripper) is {v}, outside "
+                            f'takeover.gripper_axis_range {list(axis_range)}')
+    return arm.gripper_open + f * (arm.gripper_closed - arm.gripper_open)
+
+
+class GripperPickup:
+    """One arm's gripper during a takeover: held at its measured position ``held`` (at the
+    anchor) until the operator's command picks it up, then the command itself.
+
+    The command picks it up when it comes within ``tolerance`` of ``held``, or when two
+    consecutive commands lie on either side of it (the trigger moved through it between two
+    samples).
+
+    Args:
+        held: the measured gripper position at the anchor.
+        tolerance: pick-up distance (same unit).
+    """
+
+    def __init__(self, held: float, tolerance: float) -> None:
+        self.held = float(held)
+        self.tolerance = float(tolerance)
+        self.engaged = False
+        self._last: float | None = None
+
+    def update(self, command: float) -> float:
+        """The gripper position to command for the operator's ``command`` now."""
+        if self.engaged:
+            return command
+        d = command - self.held
+        if abs(d) <= self.tolerance or (self._last is not None and (d > 0) != (self._last > 0)):
+            self.engaged = True
+            return command
+        self._last = d
+        return self.held
+
+
 def measured_poses(model: object, config: TakeoverConfig, names: Sequence[str],
                    positions: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per configured arm, the end-effector (position, rotation) in the base frame for the
@@ -271,6 +444,7 @@ class Takeover:
         self._generation: int | None = None
         self._anchors: tuple[tuple[tuple[np.ndarray, np.ndarray],
                                    tuple[np.ndarray, np.ndarray]], ...] = ()
+        self._grips: tuple[GripperPickup | None, ...] = ()
         self.segments: list[Segment] = []
         self.chunks = 0
         self.last_skip = ''
@@ -317,8 +491,7 @@ class Takeover:
                 raise TakeoverError('takeover needs a running rollout (start it first)')
             if self._generation is not None:
                 raise TakeoverError('the operator has control already')
-            anchors = self._anchor(snapshot, measured_ee, now)
-            self._anchors = anchors
+            self._anchors, self._grips = self._anchor(snapshot, measured_ee, now)
             self._generation = int(generation)
             self.segments.append(Segment(now))
             self.last_skip = ''
@@ -337,13 +510,13 @@ class Takeover:
         with self.lock:
             if self._generation is None:
                 raise TakeoverError('not taken over')
-            self._anchors = self._anchor(snapshot, measured_ee, now)
+            self._anchors, self._grips = self._anchor(snapshot, measured_ee, now)
 
     def _anchor(self, snapshot: Mapping[str, object],
                 measured_ee: Sequence[tuple[np.ndarray, np.ndarray]] | None,
-                now: float) -> tuple:
+                now: float) -> tuple[tuple, tuple[GripperPickup | None, ...]]:
         cfg = self.config
-        ages = {CONTROLLERS[a.controller]: cfg.max_pose_age for a in cfg.arms}
+        ages = self._ages()
         ages[JOINT_STATES] = cfg.max_joint_state_age
         stale = stale_inputs(dict(snapshot), ages, now)
         if stale:
@@ -364,7 +537,45 @@ class Takeover:
                 raise TakeoverError(f"takeover refused: arm '{arm.name}': no finite "
                                     'measured end-effector pose')
             anchors.append((ctrl, (p, r)))
-        return tuple(anchors)
+        return tuple(anchors), self._gripper_anchors(snapshot)
+
+    def _ages(self) -> dict[str, float]:
+        cfg = self.config
+        ages = {CONTROLLERS[a.controller]: cfg.max_pose_age for a in cfg.arms}
+        if cfg.grippers:
+            ages[QUEST_JOY] = cfg.max_pose_age
+        return ages
+
+    def _gripper_anchors(self, snapshot: Mapping[str, object]
+                         ) -> tuple[GripperPickup | None, ...]:
+        """Per arm, its gripper held at the measured position (None: no gripper); the
+        operator's axis must be there and in range already."""
+        cfg = self.config
+        if not cfg.grippers:
+            return (None,) * len(cfg.arms)
+        js = snapshot[JOINT_STATES].value
+        names = list(js.names)
+        axes = snapshot[QUEST_JOY].value[1]
+        out: list[GripperPickup | None] = []
+        for arm in cfg.arms:
+            if not arm.has_gripper:
+                out.append(None)
+                continue
+            if arm.gripper_joint not in names:
+                raise TakeoverError(f"takeover refused: joint_states has no '"
+                                    f"{arm.gripper_joint}' (arm '{arm.name}' gripper, "
+                                    'takeover.gripper_joints)')
+            held = float(np.asarray(js.positions, dtype=float)[names.index(arm.gripper_joint)])
+            if not math.isfinite(held):
+                raise TakeoverError(f"takeover refused: measured '{arm.gripper_joint}' is "
+                                    f'{held}')
+            try:
+                gripper_command(arm, axes, cfg.gripper_axis_range)
+            except TakeoverError as exc:
+                raise TakeoverError(f'takeover refused: {exc}') from None
+            out.append(GripperPickup(held, cfg.gripper_pickup *
+                                     abs(arm.gripper_closed - arm.gripper_open)))
+        return tuple(out)
 
     def end(self, reason: str, now: float) -> bool:
         """Hand control back (or drop it: the rollout stopped). Whether it was active."""
@@ -373,6 +584,7 @@ class Takeover:
                 return False
             self._generation = None
             self._anchors = ()
+            self._grips = ()
             last = self.segments[-1]
             self.segments[-1] = Segment(last.start, now, reason)
             return True
@@ -393,8 +605,7 @@ class Takeover:
             if self._generation is None:
                 return 'not taken over'
             anchors = self._anchors
-        ages = {CONTROLLERS[a.controller]: cfg.max_pose_age for a in cfg.arms}
-        stale = stale_inputs(dict(snapshot), ages, now)
+        stale = stale_inputs(dict(snapshot), self._ages(), now)
         if stale:
             return '; '.join(s.describe() for s in stale)
         out = []
@@ -407,22 +618,54 @@ class Takeover:
             out.append(map_pose(ctrl0, ee0, ctrl, cfg))
         return out
 
+    def gripper_targets(self, snapshot: Mapping[str, object]) -> list[float | None] | str:
+        """Per arm, the gripper position to command (None: the arm has no gripper, the gate
+        holds it at its measured position), or a skip reason (a missing or out-of-range
+        axis). Call after :meth:`targets` found the inputs fresh. Advances the pick-up."""
+        cfg = self.config
+        with self.lock:
+            grips = self._grips
+            if self._generation is None:
+                return 'not taken over'
+            if not cfg.grippers:
+                return [None] * len(cfg.arms)
+            axes = snapshot[QUEST_JOY].value[1]
+            commands: list[float | None] = []
+            for arm in cfg.arms:
+                try:
+                    commands.append(gripper_command(arm, axes, cfg.gripper_axis_range)
+                                    if arm.has_gripper else None)
+                except TakeoverError as exc:
+                    return str(exc)
+            return [None if g is None else g.update(c)
+                    for g, c in zip(grips, commands, strict=True)]
+
+    @property
+    def grippers_held(self) -> list[str]:
+        """Arms whose gripper still holds its measured position (waiting for the pick-up)."""
+        with self.lock:
+            return [a.name for a, g in zip(self.config.arms, self._grips, strict=False)
+                    if g is not None and not g.engaged]
+
     def chunk(self, snapshot: Mapping[str, object], now: float,
               stamp: float) -> CartesianChunk | str:
-        """The teleop chunk for the latest controller poses (stamped ``stamp``, the ROS time of
-        the sample), or a skip reason. The sequence is 0: the publisher assigns its own."""
+        """The teleop chunk for the latest controller poses and gripper axes (stamped
+        ``stamp``, the ROS time of the sample), or a skip reason. The sequence is 0: the
+        publisher assigns its own."""
         targets = self.targets(snapshot, now)
-        if isinstance(targets, str):
+        grips = targets if isinstance(targets, str) else self.gripper_targets(snapshot)
+        if isinstance(grips, str):
             with self.lock:
-                self.last_skip = targets
-            return targets
+                self.last_skip = grips
+            return grips
         times = self.config.times
         n = times.shape[0]
         arms = tuple(
             CartesianArmTarget(arm=a.name, ee_frame=a.ee_frame, reference_frame=self.base_frame,
                                positions=np.tile(p, (n, 1)),
-                               quaternions=np.tile(matrix_to_quat(r), (n, 1)))
-            for a, (p, r) in zip(self.config.arms, targets, strict=True))
+                               quaternions=np.tile(matrix_to_quat(r), (n, 1)),
+                               gripper=np.zeros(0) if g is None else np.full(n, g))
+            for a, (p, r), g in zip(self.config.arms, targets, grips, strict=True))
         with self.lock:
             self.last_skip = ''
         return CartesianChunk(sequence=0, policy_id=OPERATOR_ID, stamp=float(stamp),

@@ -41,10 +41,16 @@ from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import RolloutStatus
 from egoroll_ros.core.debounce import ButtonDebouncer
-from egoroll_ros.core.episodes import FAILURE, SUCCESS, Episode, EpisodeTracker
+from egoroll_ros.core.episodes import (
+    FAILURE,
+    SUCCESS,
+    Episode,
+    EpisodeTracker,
+    outcome_button_conflicts,
+)
 from egoroll_ros.errors import ConfigError
 from egoroll_ros.ros.bagio import latched_qos_profiles, message_class, typestore
-from egoroll_ros.ros.params import Param, declare_params
+from egoroll_ros.ros.params import Param, declare_params, yaml_values
 from egoroll_ros.ros.runner import run_node
 
 EPISODE_TOPIC = '/egoroll/episode'
@@ -117,6 +123,40 @@ def recorded_topics(cameras: list[str], compressed: list[bool],
     return out
 
 
+def buttons_in_use(files: list[str], namespace: str = '') -> tuple[dict[str, int], list[str]]:
+    """The quest/joy buttons the safety gate and policy_node use, as far as the parameter
+    files say (their ``safety_gate`` / ``policy_node`` sections; a parameter the file does not
+    set has its default), and what could not be checked.
+
+    Returns:
+        (``{"safety_gate estop_button (FILE)": 1, ...}``, notes on what is not checked).
+
+    Raises:
+        ConfigError: an unreadable file or a bad button value.
+    """
+    from egoroll_ros.nodes.policy_node import PARAMS as POLICY_PARAMS
+    from egoroll_ros.nodes.safety_gate import PARAMS as GATE_PARAMS
+
+    used: dict[str, int] = {}
+    seen = set()
+    for f in files:
+        gate = yaml_values(f, 'safety_gate', GATE_PARAMS, ('estop_button', 'confirm_button'),
+                           namespace)
+        if gate is not None:
+            seen.add('safety_gate')
+            used.update({f'safety_gate {k} ({f})': v for k, v in gate.items()})
+        pol = yaml_values(f, 'policy_node', POLICY_PARAMS,
+                          ('quest.toggle_button', 'takeover.button', 'takeover.arms'), namespace)
+        if pol is not None:
+            seen.add('policy_node')
+            used[f'policy_node quest.toggle_button ({f})'] = pol['quest.toggle_button']
+            if pol['takeover.arms']:
+                used[f'policy_node takeover.button ({f})'] = pol['takeover.button']
+    notes = [f'no {n} section in config_files: its Quest buttons are not checked'
+             for n in ('safety_gate', 'policy_node') if n not in seen]
+    return used, notes
+
+
 class EpisodeRecorder(Node):
     """See the module docstring. ``**kwargs`` go to ``Node.__init__``."""
 
@@ -132,6 +172,7 @@ class EpisodeRecorder(Node):
                 self.configs[f] = Path(f).read_text()
             except OSError as exc:
                 raise ConfigError(f"parameter 'config_files': cannot read {f}: {exc}") from None
+        self._check_buttons()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.tracker = EpisodeTracker(p['outcome_window'])
         self.closed: list[tuple[Path, Episode]] = []
@@ -163,6 +204,21 @@ class EpisodeRecorder(Node):
         self.create_timer(0.1, self._poll)
         self.get_logger().info(f'recording episodes to {self.out_dir} ({len(self.topics)} '
                                'topics); a preflight opens an episode')
+
+    def _check_buttons(self) -> None:
+        """Refuse outcome buttons that the gate or policy_node (as config_files configure them)
+        use for something else: a success mark must never also be an e-stop or a confirm."""
+        p = self.p
+        outcome = {k: p[k] for k in ('quest.success_button', 'quest.failure_button')}
+        if all(b < 0 for b in outcome.values()):
+            return
+        used, notes = buttons_in_use(list(p['config_files']), self.get_namespace())
+        bad = outcome_button_conflicts(outcome, used)
+        if bad:
+            raise ConfigError('; '.join(bad))
+        for note in notes:
+            self.get_logger().warning(f'outcome buttons: {note} (nor any other quest/joy user '
+                                      'outside config_files)')
 
     # ---------------------------------------------------------------- inputs
     def _raw_cb(self, topic: str, latched: bool):  # noqa: ANN202

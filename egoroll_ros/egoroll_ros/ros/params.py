@@ -231,6 +231,39 @@ def _flatten(tree: dict, prefix: str = '') -> dict[str, Any]:
     return out
 
 
+def yaml_values(path: str | Path, node_name: str, specs: Iterable[Param], names: Iterable[str],
+                namespace: str = '') -> dict[str, Any] | None:
+    """Some parameters a node ``namespace/node_name`` would get from a ``--params-file`` YAML:
+    each of ``names`` as given there, else its default, checked like :func:`declare_params`
+    (the rest of the section is not looked at). None when the file has no section for the node.
+
+    Raises:
+        ConfigError: unreadable file, or a bad value (naming the parameter and the file).
+    """
+    import yaml
+
+    from egoroll_ros.core.launch_graph import node_parameters
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f'cannot read parameters file {path}: {exc}') from None
+    section = node_parameters(data, node_name, namespace)
+    if section is None:
+        return None
+    given = _flatten(section)
+    by_name = {s.name: s for s in specs}
+    out: dict[str, Any] = {}
+    for name in names:
+        spec = by_name[name]
+        value = given.get(name, spec.default)
+        try:
+            out[name] = check_value(spec, value)
+        except ConfigError as exc:
+            raise ConfigError(f'{path}: {exc}') from None
+    return out
+
+
 def params_from_yaml(path: str | Path | None, node_name: str, specs: Iterable[Param],
                      overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The validated parameter values a node would get from a ``--params-file`` YAML.

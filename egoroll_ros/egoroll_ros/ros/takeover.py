@@ -72,6 +72,24 @@ PARAMS = [
           'to the robot base frame, 9 values row-major; empty: identity.', read_only=True),
     Param('takeover.follow_rotation', bool, True, 'The end effector turns as the controller '
           'turns (false: it keeps its orientation at takeover).', read_only=True),
+    Param('takeover.gripper_joints', 'str[]', [], 'Gripper joint of each takeover arm that '
+          "the operator commands during a takeover ('' for none; each in 'joints', and the "
+          "gate's cartesian_gripper_joints entry of that arm). Empty: no gripper is commanded, "
+          'each holds its measured position.', read_only=True),
+    Param('takeover.gripper_axes', 'int[]', [], 'quest/joy axis commanding the gripper of '
+          "each takeover arm (its controller's trigger; -1 for an arm without gripper; not "
+          'takeover.clutch_axis).', min=-1, max=255, read_only=True),
+    Param('takeover.gripper_open', 'float[]', [], 'Per takeover arm: the gripper position '
+          '(m or rad, as in joint_states) commanded with the axis released.', read_only=True),
+    Param('takeover.gripper_closed', 'float[]', [], 'Per takeover arm: the gripper position '
+          'commanded with the axis fully pressed.', read_only=True),
+    Param('takeover.gripper_axis_range', 'float[]', [0.0, 1.0], 'Gripper axis value released '
+          'and fully pressed (e.g. [1.0, -1.0] for a joy driver whose triggers rest at 1); a '
+          'value outside gives no teleop chunk.', read_only=True),
+    Param('takeover.gripper_pickup', float, 0.05, 'At takeover and re-anchor the gripper holds '
+          'its measured position until the axis commands within this fraction of the '
+          'open-closed range of it (or moves through it).', min=0.001, max=1.0,
+          read_only=True),
 ]
 
 _LABEL_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -117,8 +135,9 @@ class TakeoverHook:
         # latched fault) the arm held, so the takeover re-anchors before it moves again.
         node.create_subscription(InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
                                  _RELIABLE, callback_group=callback_group)
-        arms = ', '.join(f'{a.name} ({a.ee_frame}) <- {a.controller} controller'
-                         for a in self.core.config.arms)
+        arms = ', '.join(f'{a.name} ({a.ee_frame}) <- {a.controller} controller' + (
+            f', gripper {a.gripper_joint} <- axis {a.gripper_axis}' if a.has_gripper else '')
+            for a in self.core.config.arms)
         node.get_logger().info(f'takeover: {arms}; button {p["takeover.button"]}, service '
                                f'{TAKEOVER_SERVICE}, teleop at {self.core.config.rate:g} Hz')
 
@@ -266,7 +285,10 @@ class TakeoverHook:
 
         if sm.publish_if_current(gen, publish) is not None:
             self.core.chunks += 1
-            self.detail = f'operator takeover ({self.core.chunks} teleop chunks)'
+            held = self.core.grippers_held
+            self.detail = f'operator takeover ({self.core.chunks} teleop chunks)' + (
+                f'; gripper of {", ".join(held)} held at its measured position until the '
+                'trigger reaches it' if held else '')
 
     # ---------------------------------------------------------------- label
     def _label(self) -> None:

@@ -26,7 +26,8 @@ TAKEOVER_BUTTON = 3
 
 
 class Quest:
-    """The operator's Quest: joy (deadman axis 3, buttons) and the right controller pose."""
+    """The operator's Quest: joy (right trigger axis 2, deadman grip axis 3, buttons) and the
+    right controller pose."""
 
     def __init__(self, node) -> None:  # noqa: ANN001
         self._lock = threading.Lock()
@@ -36,6 +37,10 @@ class Quest:
         # to _b at _t1 (wall clock), the operator's hand motion
         self._a = self._b = np.zeros(3)
         self._t0 = self._t1 = 0.0
+        # the right trigger (axis 2: the takeover's gripper in policy_node_cartesian.yaml):
+        # a ramp from _ga at _g0 to _gb at _g1 (wall clock); released (0) unless squeezed
+        self._ga = self._gb = 0.0
+        self._g0 = self._g1 = 0.0
         self._node = node
         self._joy = node.create_publisher(Joy, 'quest/joy', qos_profile_sensor_data)
         self._pose = node.create_publisher(PoseStamped, 'quest/right_pose',
@@ -47,8 +52,9 @@ class Quest:
             grip, button = self.grip, self.button
             f = float(np.clip((time.time() - self._t0) / max(self._t1 - self._t0, 1e-9), 0, 1))
             offset = self._a + f * (self._b - self._a)
+            trigger = self._trigger(time.time())
         stamp = self._node.get_clock().now().to_msg()
-        joy = Joy(axes=[0.0, 0.0, 0.0, grip, 0.0, 0.0], buttons=[0, 0, 0, button])
+        joy = Joy(axes=[0.0, 0.0, trigger, grip, 0.0, 0.0], buttons=[0, 0, 0, button])
         joy.header.stamp = stamp
         self._joy.publish(joy)
         pose = PoseStamped()
@@ -72,6 +78,17 @@ class Quest:
             self._a = self._a + f * (self._b - self._a)
             self._b = np.asarray(offset, dtype=float)
             self._t0, self._t1 = now, now + duration
+
+    def _trigger(self, now: float) -> float:
+        f = float(np.clip((now - self._g0) / max(self._g1 - self._g0, 1e-9), 0, 1))
+        return self._ga + f * (self._gb - self._ga)
+
+    def squeeze(self, value: float, duration: float) -> None:
+        """Move the right trigger from where it is to ``value`` (0..1) in ``duration`` s."""
+        now = time.time()
+        with self._lock:
+            self._ga, self._gb = self._trigger(now), float(value)
+            self._g0, self._g1 = now, now + duration
 
     def press(self, label: BoolLog, want: bool) -> float:
         """Press and release the takeover button; wall time at which the label flipped."""

@@ -1,7 +1,9 @@
 """The data loop end to end: a rollout on the simulated robot with a scripted Quest takeover in
 the middle is recorded by the episode recorder, exported by `egoroll export` with LeRobot's own
 writer (managed runtime), and loaded back by LeRobot's own LeRobotDataset, with the frames of
-the takeover flagged as intervention frames and the episode's outcome as marked."""
+the takeover flagged as intervention frames and the episode's outcome as marked. During the
+takeover the operator also squeezes the trigger (the gripper, docs/takeover.md): the exported
+`action` of the intervention frames carries the operator's gripper command."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from lerobot_testlib import run_tool
 import numpy as np
 import pytest
 from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
 from std_srvs.srv import Trigger
 from takeover_testlib import BoolLog, Quest, call, preflight_until_accepted, start_takeover_graph
 import yaml
@@ -29,6 +32,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900
 # the rate's grid (a dropped frame), and sim_camera drops frames when its process is starved
 # (14.3 Hz measured for 15 Hz at load 16 on 2 cores); a robot's camera is stamped by hardware.
 FPS = 5
+# The demo gripper (m): HOME's opening, what the scripted policy holds; the operator's trigger
+# commands 0.04 (released) .. 0.0 (pressed) and picks the gripper up as it passes 0.5 (0.02).
+HOME_GRIP = 0.02
+SQUEEZED = 0.7                          # -> 0.012 m
+GRIP = DEMO_JOINTS.index('gripper')
 
 
 def test_rollout_with_a_takeover_is_recorded_exported_and_loaded_by_lerobot(
@@ -44,6 +52,7 @@ def test_rollout_with_a_takeover_is_recorded_exported_and_loaded_by_lerobot(
     label = BoolLog(node)
     verdicts = ros_graph.collect(node, GateVerdict, 'safety/verdict', 1000)
     chunks = ros_graph.collect(node, ActionChunk, 'policy/chunk', 1000)
+    commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
     ros_graph.wait_for_publishers(verdicts.subscription)
     clients = {n: node.create_client(Trigger, f'policy/{n}') for n in
                ('preflight', 'start', 'stop')}
@@ -59,9 +68,19 @@ def test_rollout_with_a_takeover_is_recorded_exported_and_loaded_by_lerobot(
         quest.press(label, True)                               # the operator takes over
         n_take = len(verdicts.snapshot())
         quest.move([0.0, 0.0, 0.02], 1.0)
+        # and closes the gripper a little with the trigger (0.019 m/s: within the gate's
+        # gripper velocity limit), then opens it again to where the policy holds it
+        quest.squeeze(SQUEEZED, 1.5)
+
+        def grip() -> float:
+            return float(commanded.snapshot()[-1].position[GRIP])
+
+        wait_until(lambda: grip() < 0.0135, 20, 'the gripper closed to 0.012 m')
         wait_until(lambda: sum(v.forwarded and v.policy_id == 'operator'
                                for v in verdicts.snapshot()[n_take:]) >= 15, 20,
                    '15 teleop chunks forwarded')
+        quest.squeeze(0.5, 0.8)
+        wait_until(lambda: grip() > HOME_GRIP - 1e-4, 20, 'the gripper open again')
         quest.press(label, False)                              # and hands back
         n_back = len(verdicts.snapshot())
         wait_until(lambda: sum(v.forwarded and v.policy_id != 'operator'
@@ -113,3 +132,12 @@ def test_rollout_with_a_takeover_is_recorded_exported_and_loaded_by_lerobot(
     # every frame's state is a real measured state of the demo arm (finite, inside limits)
     assert np.all(np.isfinite(got['observation.state'])) and \
         np.all(np.isfinite(got['action']))
+    # the operator's gripper command is in the action of the intervention frames, and only
+    # there: outside them the policy holds HOME's opening
+    names = feats['action']['names']
+    assert names == list(DEMO_JOINTS), names
+    grips = got['action'][:, GRIP]
+    flagged = np.array(flags)
+    print('exported action gripper (m):', np.round(grips, 4).tolist())
+    assert grips[flagged].min() < 0.015, grips[flagged]
+    assert np.all(np.abs(grips[~flagged] - HOME_GRIP) < 1e-3), grips[~flagged]

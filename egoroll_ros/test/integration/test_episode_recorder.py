@@ -150,3 +150,23 @@ def test_egoroll_record_runs_the_recorder_with_the_configs_cameras_and_stops_on_
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert '(13 topics)' in err and list((tmp_path / 'eps').iterdir()) == []
+
+
+def test_egoroll_record_refuses_an_outcome_button_the_gate_or_policy_node_uses(tmp_path):
+    import subprocess
+
+    from ament_index_python.packages import get_package_share_directory
+
+    from egoroll_ros.testing import executable_path
+    cfg = Path(get_package_share_directory('egoroll_ros')) / 'config'
+    base = [executable_path('egoroll'), 'record', '--out', str(tmp_path / 'eps'),
+            '--config', str(cfg / 'policy_node_cartesian.yaml'),
+            '--gate-config', str(cfg / 'safety_gate_cartesian.yaml')]
+    for buttons, other in ((['--success-button', '0'], 'safety_gate confirm_button'),
+                           (['--failure-button', '1'], 'safety_gate estop_button'),
+                           (['--success-button', '3'], 'policy_node takeover.button')):
+        res = subprocess.run(base + buttons, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2, res.stderr
+        line = next(x for x in res.stderr.splitlines() if 'FATAL' in x)
+        assert f'button {buttons[1]} is also {other}' in line, line
+    assert not (tmp_path / 'eps').exists()              # refused before anything was made

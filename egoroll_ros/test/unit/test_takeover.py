@@ -10,14 +10,22 @@ import pytest
 from egoroll_ros.core.cartesian import CartesianArmConfig, CartesianConfig, check_cartesian
 from egoroll_ros.core.frames import matrix_to_quat, quat_to_matrix
 from egoroll_ros.core.gate import GateConfig
-from egoroll_ros.core.observation import JOINT_STATES, QUEST_LEFT, QUEST_RIGHT, LatestInputs
+from egoroll_ros.core.observation import (
+    JOINT_STATES,
+    QUEST_JOY,
+    QUEST_LEFT,
+    QUEST_RIGHT,
+    LatestInputs,
+)
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.takeover import (
     OPERATOR_ID,
+    GripperPickup,
     Takeover,
     TakeoverArm,
     TakeoverConfig,
     TakeoverError,
+    gripper_command,
     map_pose,
     measured_poses,
     pose_from_tuple,
@@ -53,12 +61,15 @@ def demo():
     return RobotModel.from_file(URDF / 'demo_arm.urdf')
 
 
-def inputs(t: float, ctrl=None, q=Q0, joint_stamp=None) -> LatestInputs:
-    store = LatestInputs([JOINT_STATES, QUEST_LEFT, QUEST_RIGHT])
-    js = JointStateData(JOINTS, np.asarray(q, float), stamp=t, received=t)
+def inputs(t: float, ctrl=None, q=Q0, joint_stamp=None, axes=None,
+           joints=JOINTS) -> LatestInputs:
+    store = LatestInputs([JOINT_STATES, QUEST_JOY, QUEST_LEFT, QUEST_RIGHT])
+    js = JointStateData(joints, np.asarray(q, float), stamp=t, received=t)
     store.put(JOINT_STATES, js, t if joint_stamp is None else joint_stamp, t)
     if ctrl is not None:
         store.put(QUEST_RIGHT, ctrl, t, t)
+    if axes is not None:
+        store.put(QUEST_JOY, ((0, 0, 0, 0), tuple(axes)), t, t)
     return store
 
 
@@ -252,3 +263,147 @@ def test_clutch_reanchor_makes_the_hand_motion_meanwhile_move_nothing(demo):
     tk.end('handed back', 7.0)
     with pytest.raises(TakeoverError, match='not taken over'):
         tk.reanchor(inputs(7.0, away).snapshot(), anchor_pose(demo), 7.0)
+
+
+# ---- the gripper during a takeover -----------------------------------------------------------
+GRIP_ARM = TakeoverArm('arm', 'tool0', 'right', gripper_joint='gripper', gripper_axis=2,
+                       gripper_open=0.04, gripper_closed=0.0)
+GRIP_CFG = TakeoverConfig(arms=(GRIP_ARM,))
+GRIP_PARAMS = {'joints': list(JOINTS), 'takeover.arms': ['arm'], 'takeover.ee_frames': ['tool0'],
+               'takeover.controllers': ['right'], 'takeover.clutch_axis': 3,
+               'takeover.gripper_joints': ['gripper'], 'takeover.gripper_axes': [2],
+               'takeover.gripper_open': [0.04], 'takeover.gripper_closed': [0.0]}
+
+
+def trigger(v: float) -> tuple[float, ...]:
+    """quest/joy axes: the right trigger (axis 2) at ``v``, the grip (axis 3) held."""
+    return (0.0, 0.0, v, 1.0)
+
+
+def test_gripper_config_from_params_and_its_errors_name_the_parameter():
+    cfg = takeover_config_from_params(GRIP_PARAMS)
+    assert cfg.grippers and cfg.arms[0] == GRIP_ARM
+    assert takeover_config_from_params({**GRIP_PARAMS, 'cartesian.arms': ['arm'],
+                                        'cartesian.gripper_joints': ['gripper']}).arms == cfg.arms
+    assert not takeover_config_from_params({**GRIP_PARAMS, 'takeover.gripper_joints': [],
+                                            'takeover.gripper_axes': [],
+                                            'takeover.gripper_open': [],
+                                            'takeover.gripper_closed': []}).grippers
+    bad = [({'takeover.gripper_joints': ['finger']}, r"'takeover.gripper_joints'.*'finger'.*not "
+            "in 'joints'"),
+           ({'takeover.gripper_axes': [-1]}, r"'takeover.gripper_axes'.*axis -1 is out of range"),
+           ({'takeover.gripper_axes': [300]}, r"'takeover.gripper_axes'.*axis 300 is out of "
+            'range'),
+           ({'takeover.gripper_axes': [3]}, r"'takeover.gripper_axes'.*also "
+            'takeover.clutch_axis'),
+           ({'takeover.gripper_axes': []}, r"'takeover.gripper_axes': needs one entry"),
+           ({'takeover.gripper_closed': [0.04]}, r"'takeover.gripper_open'.*must be finite and "
+            'differ'),
+           ({'takeover.gripper_joints': [], 'takeover.gripper_open': [], 'takeover.gripper_closed':
+             []}, r"'takeover.gripper_axes': set, but takeover.gripper_joints is empty"),
+           ({'takeover.gripper_joints': ['']}, r"'takeover.gripper_axes'.*has no gripper joint"),
+           ({'takeover.gripper_axis_range': [1.0, 1.0]}, r"'takeover.gripper_axis_range'"),
+           ({'takeover.gripper_axis_range': []}, r"'takeover.gripper_axis_range'"),
+           ({'takeover.gripper_pickup': 0.0}, r"'takeover.gripper_pickup'"),
+           ({'cartesian.arms': ['arm'], 'cartesian.gripper_joints': ['wrist_roll']},
+            r"'takeover.gripper_joints': arm 'arm' has gripper 'gripper', but "
+            r"cartesian.gripper_joints gives it 'wrist_roll'")]
+    for change, match in bad:
+        with pytest.raises(ConfigError, match=match):
+            takeover_config_from_params({**GRIP_PARAMS, **change})
+
+
+def test_gripper_command_maps_the_axis_linearly_and_refuses_what_is_outside():
+    assert gripper_command(GRIP_ARM, trigger(0.0), (0.0, 1.0)) == pytest.approx(0.04)
+    assert gripper_command(GRIP_ARM, trigger(1.0), (0.0, 1.0)) == pytest.approx(0.0)
+    assert gripper_command(GRIP_ARM, trigger(0.25), (0.0, 1.0)) == pytest.approx(0.03)
+    # a joy driver whose trigger rests at 1 and reads -1 fully pressed
+    assert gripper_command(GRIP_ARM, trigger(0.0), (1.0, -1.0)) == pytest.approx(0.02)
+    with pytest.raises(TakeoverError, match=r'axis 2 .* is 1.2, outside'):
+        gripper_command(GRIP_ARM, trigger(1.2), (0.0, 1.0))      # never clamped
+    with pytest.raises(TakeoverError, match='quest/joy has 2 axes.*axis 2'):
+        gripper_command(GRIP_ARM, (0.0, 1.0), (0.0, 1.0))
+
+
+def test_gripper_pickup_holds_the_measured_position_until_the_command_reaches_it():
+    g = GripperPickup(0.02, 0.002)
+    assert g.update(0.04) == 0.02 and g.update(0.03) == 0.02 and not g.engaged
+    assert g.update(0.018) == 0.018 and g.engaged        # moved through 0.02 between samples
+    assert g.update(0.01) == 0.01
+    near = GripperPickup(0.02, 0.002)
+    assert near.update(0.0215) == 0.0215 and near.engaged      # within the tolerance at once
+
+
+def test_takeover_gripper_needs_a_fresh_joy_with_the_axis_and_the_joint(demo):
+    ctrl = pose([0, 1, 0], np.eye(3))
+    tk = Takeover(GRIP_CFG, demo.base_frame)
+    with pytest.raises(TakeoverError, match='quest/joy never received'):
+        tk.begin(1, True, inputs(5.0, ctrl).snapshot(), anchor_pose(demo), 5.0)
+    with pytest.raises(TakeoverError, match='quest/joy has 2 axes'):
+        tk.begin(1, True, inputs(5.0, ctrl, axes=(0.0, 1.0)).snapshot(), anchor_pose(demo), 5.0)
+    with pytest.raises(TakeoverError, match=r"joint_states has no 'gripper'"):
+        tk.begin(1, True, inputs(5.0, ctrl, q=Q0[:7], joints=JOINTS[:7],
+                                 axes=trigger(0.0)).snapshot(), anchor_pose(demo), 5.0)
+    assert not tk.active
+    tk.begin(1, True, inputs(5.0, ctrl, axes=trigger(0.0)).snapshot(), anchor_pose(demo), 5.0)
+    # the joy goes stale: no chunk (as a stale controller pose)
+    store = inputs(5.0, ctrl, axes=trigger(0.0))
+    store.put(QUEST_RIGHT, ctrl, 5.4, 5.4)
+    skip = tk.chunk(store.snapshot(), 5.4, 100.4)
+    assert isinstance(skip, str) and 'quest/joy' in skip
+    # an axis value outside its range: no chunk, never a clamped one
+    skip = tk.chunk(inputs(5.5, ctrl, axes=trigger(1.5)).snapshot(), 5.5, 100.5)
+    assert isinstance(skip, str) and 'outside' in skip
+
+
+def test_operator_gripper_goes_through_the_gate_without_a_jump_at_takeover(demo):
+    c0 = pose([0.2, 1.0, -0.3], np.eye(3))
+    tk = Takeover(GRIP_CFG, demo.base_frame)
+    # measured gripper 0.02 (Q0); the trigger is released (commands 0.04, open)
+    tk.begin(1, True, inputs(5.0, c0, axes=trigger(0.0)).snapshot(), anchor_pose(demo), 5.0)
+
+    def gated(t: float, v: float):
+        ch = tk.chunk(inputs(t, c0, axes=trigger(v)).snapshot(), t, 100.0 + t)
+        assert not isinstance(ch, str), ch
+        js = JointStateData(JOINTS, Q0, stamp=100.0 + t, received=t)
+        out = check_cartesian(ch, js, demo, GATE, CART, now=100.01 + t, steady_now=t + 0.01)
+        return ch, out
+
+    ch, out = gated(5.0, 0.0)
+    assert np.allclose(ch.arms[0].gripper, 0.02)           # held: no jump to the trigger's 0.04
+    assert out.verdict.accepted, out.verdict.summary
+    assert np.allclose(out.joint_chunk.trajectory.positions[:, JOINTS.index('gripper')], 0.02)
+    assert tk.grippers_held == ['arm']
+    gated(5.05, 0.3)                                        # 0.028: still held
+    ch, out = gated(5.1, 0.55)                              # 0.018: through 0.02, picked up
+    assert np.allclose(ch.arms[0].gripper, 0.018) and tk.grippers_held == []
+    assert out.verdict.accepted, out.verdict.summary
+    # the joint chunk the gate forwards (what executor/commanded and the export's action
+    # carry) has the operator's gripper command
+    assert np.allclose(out.joint_chunk.trajectory.positions[:, JOINTS.index('gripper')], 0.018)
+    # a gripper command beyond the gate's range is rejected by the gate, never clamped
+    wide = TakeoverConfig(arms=(TakeoverArm('arm', 'tool0', 'right', 'gripper', 2, 0.05, 0.0),))
+    tk = Takeover(wide, demo.base_frame)
+    tk.begin(1, True, inputs(5.0, c0, axes=trigger(0.6)).snapshot(), anchor_pose(demo), 5.0)
+    ch, out = gated(5.0, 0.0)
+    ch, out = gated(5.02, 0.58)                     # 0.021: picked up
+    ch, out = gated(5.04, 0.1)                      # 0.045, beyond gripper_max 0.04
+    assert np.allclose(ch.arms[0].gripper, 0.045)
+    assert out.verdict.rejected and 'gripper_range' in out.verdict.counts()
+
+
+def test_reanchor_holds_the_gripper_at_its_new_measured_position(demo):
+    c0 = pose([0.2, 1.0, -0.3], np.eye(3))
+    tk = Takeover(GRIP_CFG, demo.base_frame)
+    tk.begin(1, True, inputs(5.0, c0, axes=trigger(0.5)).snapshot(), anchor_pose(demo), 5.0)
+    ch = tk.chunk(inputs(5.0, c0, axes=trigger(0.5)).snapshot(), 5.0, 100.0)
+    assert np.allclose(ch.arms[0].gripper, 0.02) and tk.grippers_held == []   # at it already
+    q1 = Q0.copy()
+    q1[-1] = 0.01
+    # the clutch was released and the trigger let go meanwhile (0.04): re-anchored, it holds
+    tk.reanchor(inputs(6.0, c0, q=q1, axes=trigger(0.0)).snapshot(),
+                measured_poses(demo, GRIP_CFG, JOINTS, q1), 6.0)
+    ch = tk.chunk(inputs(6.0, c0, q=q1, axes=trigger(0.0)).snapshot(), 6.0, 101.0)
+    assert np.allclose(ch.arms[0].gripper, 0.01) and tk.grippers_held == ['arm']
+    tk.end('handed back', 7.0)
+    assert tk.grippers_held == []
