@@ -28,6 +28,15 @@ class ButtonDebouncer:
         """The debounced state (None until the first stable value)."""
         return self._state
 
+    @property
+    def deadline(self) -> float | None:
+        """Steady time at which the raw value, if it stays as it is, becomes the debounced state
+        (:meth:`poll` then gives its edge without waiting for another sample); None when
+        nothing is pending."""
+        if self._raw is None or self._raw == self._state:
+            return None
+        return self._since + self.stable_time
+
     def update(self, raw: bool, now: float) -> bool:
         """Feed a sample taken at steady time ``now``; True exactly on a debounced press edge."""
         raw = bool(raw)

@@ -27,13 +27,17 @@ import time
 from typing import Any
 
 from geometry_msgs.msg import PoseStamped
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import (
     LifecycleNode,
+    LifecycleNodeMixin,
     LifecyclePublisher,
     LifecycleState,
     TransitionCallbackReturn,
 )
+from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.task import Future
 from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
@@ -74,6 +78,7 @@ from egoroll_ros.errors import (
     TrajectoryError,
 )
 from egoroll_ros.policies.loading import load_policy
+from egoroll_ros.ros.buttons import DebouncedButton
 from egoroll_ros.ros.convert import (
     any_chunk_to_msg,
     joint_state_from_msg,
@@ -82,12 +87,13 @@ from egoroll_ros.ros.convert import (
     time_to_sec,
 )
 from egoroll_ros.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsUpdater, TaskStatus
+from egoroll_ros.ros.gate_stop import CONFIRMED, NO_GATE, NOT_CONFIRMED, GateStop, StopReport
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
-from egoroll_ros.ros.runner import run_node, wait_for, wake_executor
+from egoroll_ros.ros.runner import run_node, wait_for
 from egoroll_ros.ros.takeover import PARAMS as TAKEOVER_PARAMS
 from egoroll_ros.ros.takeover import TakeoverHook
 
@@ -173,12 +179,14 @@ PARAMS = [
           min=5.0, max=100.0, read_only=True),
     Param('gate.stop_service', str, 'safety/stop', 'The safety gate service every stop (policy/'
           'stop, the Quest toggle, deactivate, a fault) calls, so the running chunk is canceled '
-          'and the gate forwards nothing until a new preflight; policy/stop answers success '
-          'only once the gate confirms the hold. Empty: no gate (stop only stops publishing; '
-          'a warning is logged).', read_only=True),
-    Param('gate.stop_timeout', float, 2.0, 'Seconds policy/stop waits for the gate to confirm '
-          'the hold; longer: policy/stop reports failure.', min=0.01, max=60.0,
+          'and the gate forwards nothing until a new preflight; policy/stop answers success, '
+          'and a deactivate completes, only once the gate confirmed the hold or it is known '
+          'that it did not. Empty: no gate (stop only stops publishing; a warning is logged).',
           read_only=True),
+    Param('gate.stop_timeout', float, 2.0, 'Seconds a stop waits for the gate to confirm the '
+          'hold; longer: the stop is reported NOT confirmed (policy/stop fails; deactivate '
+          'completes with the error in the log, policy/status and /diagnostics).', min=0.01,
+          max=60.0, read_only=True),
     Param('gate.require_preflight_acceptance', bool, True, 'policy/start (and the Quest '
           "toggle) needs the safety gate's ACCEPTED verdict (safety/verdict) on the preflight's "
           'shadow chunk. False: a passing preflight alone allows a start (a warning is '
@@ -258,13 +266,23 @@ PARAMS = [
 ]
 
 _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+_DEACTIVATED = 'deactivated (lifecycle): activate to allow preflight/start'
 
 
 class PolicyNode(LifecycleNode):
     """The policy node (see the module docstring). ``**kwargs`` go to ``Node.__init__``."""
 
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
+        # LifecycleNode.__init__ is these two calls; made here to give the lifecycle services a
+        # (reentrant) group of their own: a deactivate awaits the gate's hold (_change_state),
+        # and in the default group it would hold every input and timer while it waits.
+        Node.__init__(self, node_name, **kwargs)
+        LifecycleNodeMixin.__init__(self, callback_group=ReentrantCallbackGroup())
+        self._deactivating = False
+        self._deactivate_report: StopReport | None = None
+        change_state = self._service_change_state   # rclpy's change_state service
+        self._transition = change_state.callback
+        change_state.callback = self._change_state
         self.p = declare_params(self, PARAMS)
         watch_live(self, PARAMS, self.p, self._apply_live)
         self.setup = setup_from_params(self.p, resolve_path)
@@ -302,7 +320,8 @@ class PolicyNode(LifecycleNode):
         self._shadow_seq: int | None = None
         self._shadow_verdict: tuple[bool, str] | None = None
         self._shadow_done: Future | None = None   # resolves with _shadow_verdict
-        self._gate_stop = None
+        self._gate: GateStop | None = None
+        self._toggle_button: DebouncedButton | None = None
         # Diagnostics exist in every lifecycle state: they say why the node is unconfigured.
         self._diagnostics = DiagnosticsUpdater(self, 1.0, timer=True)
         self._diagnostics.add('rollout', self._rollout_status)
@@ -409,14 +428,19 @@ class PolicyNode(LifecycleNode):
         else:
             self.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
                                       "start does not wait for the gate's word on the preflight")
-        self._gate_stop = None
-        if self.p['gate.stop_service']:
-            self._gate_stop = self.create_client(Trigger, self.p['gate.stop_service'])
-        else:
+        # Every stop (policy/stop, the Quest toggle, deactivate, a fault) asks the gate through
+        # this one object and reports what it answered.
+        self._gate = GateStop(self, self.p['gate.stop_service'], self.p['gate.stop_timeout'],
+                              on_report=self._on_stop_report)
+        if not self.p['gate.stop_service']:
             self.get_logger().warning("parameter 'gate.stop_service' is empty: a stop only "
                                       'stops publishing; the running chunk goes on until the '
                                       "executor's command_timeout")
         self.create_timer(1.0 / self.p['status_rate'], self._publish_status)
+        # The press's edge comes at its debounce deadline (a steady timer), not with the next
+        # joy sample: a stream that publishes only on change may send none.
+        if self.p['quest.toggle_button'] >= 0:
+            self._toggle_button = DebouncedButton(self, self._debounce, self._toggle)
 
     _KINDS = ('publishers', 'subscriptions', 'services', 'clients', 'timers')
 
@@ -441,7 +465,8 @@ class PolicyNode(LifecycleNode):
         for tmr in made.get('timers', []):
             self.destroy_timer(tmr)
         self._entities = {}
-        self._gate_stop = None
+        self._gate = None
+        self._toggle_button = None
 
     def _apply_live(self, changes: dict[str, Any]) -> None:
         """``max_age.*`` and ``max_clock_offset`` set live: the next observation is judged
@@ -487,12 +512,50 @@ class PolicyNode(LifecycleNode):
         self.active = True
         return super().on_activate(state)
 
+    async def _change_state(self, req: ChangeState.Request,
+                            res: ChangeState.Response) -> ChangeState.Response:
+        """The lifecycle's change_state service. A deactivate of a running rollout stops it first
+        (publishing stops at once, preflight and start are refused) and awaits the gate's report,
+        so the transition completes only once the hold is confirmed or it is known that it is
+        not (the gate refused, is unreachable, or did not answer within gate.stop_timeout).
+
+        Either way the transition then SUCCEEDS, with an unconfirmed hold reported as an ERROR
+        in the log, policy/status and /diagnostics: deactivating must stop publishing in any
+        case, and a FAILURE would leave the node ACTIVE, where the Quest toggle or
+        policy/start could begin a new rollout beside a gate that did not confirm the last stop.
+        Every other transition is rclpy's own."""
+        if self._deactivating:
+            self.get_logger().error('change_state refused: a deactivate is waiting for the '
+                                    'safety gate to confirm the hold')
+            res.success = False
+            return res
+        if (req.transition.id == Transition.TRANSITION_DEACTIVATE
+                or req.transition.label == 'deactivate') and self.active:
+            self._deactivating = True
+            try:
+                self.active = False
+                _, stop = self._stop_rollout('lifecycle deactivate', _DEACTIVATED)
+                self._deactivate_report = await self._report_of(stop)
+            finally:
+                self._deactivating = False
+        return self._transition(req, res)
+
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        """Stop any rollout (the gate cancels and holds) and refuse requests."""
+        """Stop any rollout (the gate cancels and holds) and refuse requests.
+
+        Through the change_state service the rollout was stopped already and the gate's report
+        awaited (:meth:`_change_state`); in-process (``trigger_deactivate``) the transition
+        cannot wait: the stop is asked for and its report follows in the log and
+        policy/status."""
         self.active = False
-        if self.sm.stop('deactivated (lifecycle): activate to allow preflight/start') \
-                is State.RUNNING:
-            self._stop_gate('lifecycle deactivate')
+        _, stop = self._stop_rollout('lifecycle deactivate', _DEACTIVATED)
+        if stop is not None and not stop.done():
+            self.get_logger().warning('deactivated in-process: the transition does not wait for '
+                                      "the safety gate's hold (its report follows)")
+        report, self._deactivate_report = self._deactivate_report, None
+        if report is not None and report.state == NOT_CONFIRMED:
+            self.get_logger().error(f'deactivated (publishing stopped, preflight and start '
+                                    f'refused), but {report.text()}')
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -508,8 +571,13 @@ class PolicyNode(LifecycleNode):
     def _unconfigure(self, why: str) -> None:
         sm = self.sm
         if sm is not None:
-            if sm.stop(why) is State.RUNNING:
-                self._stop_gate(why)
+            # cleanup or shutdown: the gate is asked, its answer not awaited (at shutdown the
+            # executor may not spin any more)
+            _, stop = self._stop_rollout(why, why)
+            if stop is not None and not stop.done():
+                self.get_logger().warning(f'{why}: the safety gate was asked to hold; its answer '
+                                          "is not awaited (the executor's heartbeat and command "
+                                          'timeouts stop the arm if it does not)')
             self._last_sequence = sm.last_sequence
         self.active = False
         # the last word on policy/status; a SIGTERM may shut the context down between the check
@@ -583,16 +651,18 @@ class PolicyNode(LifecycleNode):
             self.get_logger().warning(f'quest/joy has {len(msg.buttons)} buttons; '
                                    f"'quest.toggle_button' is {b}", once=True)
             return
-        if self._debounce.update(bool(msg.buttons[b]), now):
-            state = self.sm.state
-            if state is State.RUNNING:
-                self.sm.stop('stopped by the Quest button')
-                self._stop_gate('the Quest button')
-                self.get_logger().info('rollout stopped by the Quest button')
-            else:
-                ok, why = self._start()
-                self.get_logger().info(f'Quest button start: {why}') if ok else \
-                    self.get_logger().warning(f'Quest button start refused: {why}')
+        self._toggle_button.update(bool(msg.buttons[b]), now)
+
+    def _toggle(self) -> None:
+        """A debounced press of the Quest toggle: stop a running rollout, else start."""
+        if self.sm.state is State.RUNNING:
+            self._stop_rollout('Quest toggle', 'stopped by the Quest button')
+            self.get_logger().info('Quest button: publishing stopped; the safety gate is '
+                                   'asked to hold (its report follows)')
+        else:
+            ok, why = self._start()
+            self.get_logger().info(f'Quest button start: {why}') if ok else \
+                self.get_logger().warning(f'Quest button start refused: {why}')
 
     def _clock_now(self) -> float:
         """This node's ROS clock (s), the clock the inputs' header stamps are compared with."""
@@ -686,6 +756,8 @@ class PolicyNode(LifecycleNode):
         except TransitionError as exc:
             return False, str(exc)
         self._reset_generation = gen
+        if self._gate is not None:
+            self._gate.clear()     # the last stop's report is shown until a new start
         self._wake.set()
         return True, 'rollout started'
 
@@ -694,54 +766,54 @@ class PolicyNode(LifecycleNode):
         return res
 
     async def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        # No chunk of the rollout is published once sm.stop has returned; the gate then cancels
-        # what runs and answers once the executor confirmed the hold. A coroutine: the single
-        # executor thread keeps serving the gate's answer meanwhile.
-        old = self.sm.stop('stopped by request')
-        gate_stop = self._gate_stop
-        if gate_stop is None:
-            res.success = True
-            res.message = (f'stopped publishing (was {old.name}); no safety gate configured '
-                           "(gate.stop_service ''): motion is NOT confirmed stopped")
-            return res
-        limit = self.p['gate.stop_timeout']
-        if not gate_stop.service_is_ready():
-            res.success = False
-            res.message = (f'stopped publishing (was {old.name}), but the safety gate '
-                           f"({self.p['gate.stop_service']}) is unreachable: hold NOT confirmed "
-                           "(the executor's heartbeat and command timeouts still stop it)")
-            return res
-        future = gate_stop.call_async(Trigger.Request())
-        if not await wait_for(self, future, limit):
-            res.success = False
-            res.message = (f'stopped publishing (was {old.name}), but the safety gate did not '
-                           f'answer within {limit:g} s: hold NOT confirmed')
-            return res
-        gate = future.result()
-        res.success = bool(gate.success)
-        res.message = f'stopped (was {old.name}); gate: {gate.message}'
+        # No chunk of the rollout is published once it returns; the gate then cancels what runs
+        # and answers once the executor confirmed the hold. A coroutine: the single executor
+        # thread keeps serving the gate's answer meanwhile.
+        old, stop = self._stop_rollout('policy/stop', 'stopped by request', always=True)
+        report = await self._report_of(stop) or StopReport(
+            'policy/stop', NOT_CONFIRMED, 'not configured: the gate was not asked', 0.0)
+        # success: the hold is confirmed (or there is no gate to ask: the message says so)
+        res.success = report.state in (CONFIRMED, NO_GATE)
+        res.message = f'stopped publishing (was {old.name}); {report.text()}'
         return res
 
-    def _stop_gate(self, why: str) -> None:
-        """Ask the gate to stop (cancel and latch) without waiting (Quest, deactivate, fault)."""
-        if self._gate_stop is None:
-            return
-        if not self._gate_stop.service_is_ready():
-            self.get_logger().error(f'stop ({why}): the safety gate is unreachable; the '
-                                    "executor's heartbeat/command timeouts stop the arm")
-            return
-        future = self._gate_stop.call_async(Trigger.Request())
+    def _stop_rollout(self, trigger: str, reason: str,
+                      always: bool = False) -> tuple[State, Future | None]:
+        """The one stop of every trigger (policy/stop, the Quest toggle, lifecycle deactivate,
+        cleanup/shutdown; a fault enters FAULT instead and asks the gate in :meth:`_fault`):
+        nothing of the rollout is published once the state machine has stopped, then the gate
+        is asked to hold (when the rollout was running, or ``always``).
 
-        def done(f: Any) -> None:
-            try:
-                r = f.result()
-            except Exception as exc:  # noqa: BLE001 - report
-                self.get_logger().error(f'stop ({why}): safety/stop failed: {exc}')
-                return
-            log = self.get_logger().info if r.success else self.get_logger().error
-            log(f'stop ({why}): gate: {r.message}')
-        future.add_done_callback(done)
-        wake_executor(self)
+        Returns:
+            The state left, and the future of the gate's :class:`StopReport` (None when the
+            gate was not asked).
+        """
+        old = self.sm.stop(reason)
+        if old is not State.RUNNING and not always:
+            return old, None
+        return old, self._ask_gate(trigger)
+
+    def _ask_gate(self, trigger: str) -> Future | None:
+        """Ask the gate to hold; the report goes to the log, policy/status and /diagnostics."""
+        gate = self._gate
+        return None if gate is None else gate.request(trigger)
+
+    async def _report_of(self, stop: Future | None) -> StopReport | None:
+        """Await a stop's report (it ends by gate.stop_timeout at the latest)."""
+        if stop is None:
+            return None
+        await wait_for(self, stop, self.p['gate.stop_timeout'] + 1.0)
+        if stop.done():
+            return stop.result()
+        return StopReport('?', NOT_CONFIRMED, 'the stop request did not finish', 0.0)
+
+    def _on_stop_report(self, report: StopReport) -> None:
+        """A stop's report is known: publish it now (policy/status, /diagnostics)."""
+        if self.sm is None or self._closing or not self.context.ok():
+            return
+        with contextlib.suppress(RuntimeError):   # shutting down between check and publish
+            self._publish_status()
+            self._diagnostics.update(force=True)
 
     # ---------------------------------------------------------------- worker
     def _run_worker(self) -> None:
@@ -782,7 +854,7 @@ class PolicyNode(LifecycleNode):
         if self.sm.fault(reason, gen):
             self.get_logger().error(f'FAULT: {reason}')
             if running:
-                self._stop_gate(f'policy fault: {reason}')
+                self._ask_gate('policy fault')
 
     def _infer(self, shadow: bool = False) -> Step | str:
         """One rollout step on the latest inputs: the step, or a skip reason.
@@ -915,6 +987,9 @@ class PolicyNode(LifecycleNode):
         if self.takeover.core.active:
             detail = f'{detail}; {self.takeover.detail or "operator takeover"} (the policy runs '\
                 'in shadow)'
+        stop = self._gate.last if self._gate is not None else None
+        if stop is not None and state is not State.RUNNING:
+            detail = f'{detail}; {stop.text()}'     # until the next start
         msg.detail = detail
         msg.policy_id = self.policy.metadata.fingerprint if self.policy is not None else ''
         msg.chunks_published = sm.chunks_published
@@ -948,6 +1023,10 @@ class PolicyNode(LifecycleNode):
                                          f"{o['max']:+.4f}, {o['count']} msgs)")
                    for n, o in self.inputs.clock_offsets().items() if o['count']]
         level = ERROR if st.state == State.FAULT else OK
+        stop = self._gate.last if self._gate is not None else None
+        if stop is not None:   # the last stop since the last start: a hold not confirmed is ERROR
+            values.append(('last stop', stop.text()))
+            level = max(level, {CONFIRMED: OK, NOT_CONFIRMED: ERROR}.get(stop.state, WARN))
         return TaskStatus(level, f'{st.state_name}: {st.detail}', values)
 
 

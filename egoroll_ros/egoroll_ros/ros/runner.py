@@ -8,6 +8,7 @@ import signal
 import sys
 
 import rclpy
+from rclpy.callback_groups import CallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import (
     ExternalShutdownException,
@@ -41,13 +42,16 @@ def wake_executor(node: Node) -> None:
             executor.wake()
 
 
-async def wait_for(node: Node, future: Future, timeout: float) -> bool:
+async def wait_for(node: Node, future: Future, timeout: float,
+                   callback_group: CallbackGroup | None = None) -> bool:
     """Await ``future`` in a coroutine callback of ``node`` for at most ``timeout`` seconds
     (steady clock), without polling.
 
     The coroutine sleeps until ``future`` completes (on any thread: a client's answer, or a
     worker thread's ``set_result``) or a one-shot steady-clock timer fires; either wakes the
     executor once. The future itself is left as it is (a late result still lands in it).
+    ``callback_group`` is the timer's (default: the node's): one that the awaiting coroutine
+    does not hold, or the timeout could not fire while it waits.
 
     Returns:
         Whether ``future`` is done.
@@ -62,7 +66,7 @@ async def wait_for(node: Node, future: Future, timeout: float) -> bool:
             wake_executor(node)
 
     future.add_done_callback(wake)
-    timer = node.create_timer(timeout, lambda: wake(),
+    timer = node.create_timer(timeout, lambda: wake(), callback_group=callback_group,
                               clock=Clock(clock_type=ClockType.STEADY_TIME))
     try:
         await woken

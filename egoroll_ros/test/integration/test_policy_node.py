@@ -6,11 +6,17 @@ import math
 from pathlib import Path
 import sys
 import threading
+import time
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState
 import numpy as np
 import pytest
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
+from rclpy.task import Future
 from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
@@ -19,6 +25,8 @@ from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
 from egoroll_ros.core.rollout import State
 from egoroll_ros.nodes.policy_node import PolicyNode
 from egoroll_ros.ros.convert import time_to_sec
+from egoroll_ros.ros.gate_stop import CONFIRMED, NO_GATE, NOT_CONFIRMED, PENDING, GateStop
+from egoroll_ros.ros.runner import wait_for
 from egoroll_ros.testing import run_callback, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'unit'))
@@ -261,8 +269,6 @@ def test_bouncing_quest_button_toggles_start_once(ros_graph, tmp_path):
 
 
 def test_status_at_5hz_or_more_with_input_ages_and_diagnostics(ros_graph, tmp_path):
-    from diagnostic_msgs.msg import DiagnosticArray
-
     ck = make_fake_checkpoint(tmp_path / 'ck')
     node = _node(ros_graph, ck, status_rate=5.0)
     Inputs(ros_graph)
@@ -447,3 +453,172 @@ def test_lifecycle_configure_creates_activate_allows_deactivate_stops_cleanup_re
     assert node.trigger_configure() == R.SUCCESS
     assert node.policy is not None and node.policy is not policy
     assert node.sm.last_sequence >= last
+
+
+class StandInGate:
+    """A real std_srvs/Trigger service in the gate's place (``safety/stop`` by default): answers
+    ``success`` after ``delay`` s, or never (``delay`` None), and records when it answered."""
+
+    def __init__(self, ros_graph, service: str = 'safety/stop', success: bool = True,
+                 delay: float | None = 0.0) -> None:
+        self.node = ros_graph.node(f"stand_in_{service.replace('/', '_')}")
+        self.success, self.delay = success, delay
+        self.requests = 0
+        self.answered_at: float | None = None       # steady clock
+        self.node.create_service(Trigger, service, self._on_stop,
+                                 callback_group=ReentrantCallbackGroup())
+
+    async def _on_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        self.requests += 1
+        if self.delay is None or self.delay > 0:     # an unanswered future: a plain wait
+            await wait_for(self.node, Future(), 3600.0 if self.delay is None else self.delay)
+        res.success, res.message = self.success, 'stand-in gate: the executor holds'
+        self.answered_at = time.monotonic()
+        return res
+
+
+@pytest.mark.safety
+def test_gate_stop_reports_confirmed_refused_silent_unreachable_and_no_gate(ros_graph):
+    """The one stop request of every trigger reports what the gate answered, or why there is
+    no answer, and always ends (by its timeout); it may be made from any thread."""
+    gates = {'ok': StandInGate(ros_graph, 'ok/stop'),
+             'no': StandInGate(ros_graph, 'no/stop', success=False),
+             'silent': StandInGate(ros_graph, 'silent/stop', delay=None)}
+    side = ros_graph.node('policy_side')
+    stops = {k: GateStop(side, f'{k}/stop' if k != 'none' else '', 0.5)
+             for k in (*gates, 'absent', 'none')}
+    wait_until(lambda: all(stops[k]._client.service_is_ready() for k in gates), 10,
+               'the stand-in gates discovered')
+
+    def report(key: str, trigger: str = 'policy/stop'):
+        future = stops[key].request(trigger)
+        wait_until(future.done, 10, f'the {key} report')
+        assert stops[key].last == future.result()
+        return future.result()
+
+    r = report('ok')
+    assert r.state == CONFIRMED and r.confirmed and 'stand-in gate' in r.message, r
+    assert r.text().startswith('stop (policy/stop): hold confirmed by the safety gate')
+    r = report('no')
+    assert r.state == NOT_CONFIRMED and 'stand-in gate' in r.message
+    assert 'hold NOT confirmed' in r.text()
+    future = stops['silent'].request('Quest toggle')
+    assert stops['silent'].last.state == PENDING and 'NOT confirmed yet' in \
+        stops['silent'].last.text()
+    wait_until(future.done, 10, 'the silent gate reported')
+    r = future.result()
+    assert r.state == NOT_CONFIRMED and 'did not answer within 0.5 s' in r.message, r
+    assert r.elapsed >= 0.5 and gates['silent'].requests == 1
+    r = report('absent')
+    assert r.state == NOT_CONFIRMED and 'unreachable' in r.message
+    assert report('none').state == NO_GATE
+    # From another thread (a fault is raised on the inference thread).
+    made = []
+    thread = threading.Thread(target=lambda: made.append(stops['ok'].request('policy fault')))
+    thread.start()
+    thread.join()
+    wait_until(made[0].done, 10, 'the report of a request from another thread')
+    assert made[0].result().state == CONFIRMED and gates['ok'].requests == 2
+    stops['ok'].clear()
+    assert stops['ok'].last is None
+
+
+def _change_state(client, transition: int):
+    """Request a lifecycle transition; (response, steady time the response was taken)."""
+    taken: list[float] = []
+    future = client.call_async(ChangeState.Request(transition=Transition(id=transition)))
+    future.add_done_callback(lambda f: taken.append(time.monotonic()))
+    wait_until(lambda: taken, 30, 'change_state answered')
+    return future.result(), taken[0]
+
+
+def _running(node: PolicyNode) -> None:
+    assert _call(node, 'preflight').success
+    assert _call(node, 'start').success
+    wait_until(lambda: node.sm.chunks_published >= 1, 5, 'live chunks')
+
+
+@pytest.mark.safety
+def test_deactivate_completes_only_after_the_gate_answered_and_reports_an_unconfirmed_hold(
+        ros_graph, tmp_path):
+    """Lifecycle deactivate (the change_state service) of a running rollout returns only once
+    the gate answered its stop; when the gate does not answer, it completes after
+    gate.stop_timeout (publishing stopped, starts refused) with the unconfirmed hold in
+    policy/status and as an ERROR in /diagnostics."""
+    gate = StandInGate(ros_graph, delay=0.3)
+    node = _node(ros_graph, make_fake_checkpoint(tmp_path / 'ck'),
+                 **{'gate.stop_service': 'safety/stop', 'gate.stop_timeout': 1.0})
+    Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    status = ros_graph.collect(probe, RolloutStatus, 'policy/status')
+    diags = ros_graph.collect(probe, DiagnosticArray, '/diagnostics')
+    lifecycle = probe.create_client(ChangeState, 'policy_node/change_state')
+    assert lifecycle.wait_for_service(timeout_sec=10)
+    wait_until(node._gate._client.service_is_ready, 10, 'the stand-in gate discovered')
+    _wait_fresh(node)
+
+    _running(node)
+    res, taken = _change_state(lifecycle, Transition.TRANSITION_DEACTIVATE)
+    assert res.success
+    assert gate.requests == 1 and gate.answered_at is not None and taken >= gate.answered_at
+    assert node.sm.state is State.IDLE and not node.active
+    assert node._state_machine.current_state[1] == 'inactive'
+    status.wait_for(lambda m: 'stop (lifecycle deactivate): hold confirmed by the safety gate'
+                    in m.detail, timeout=5)
+
+    # The gate never answers: the transition still completes, after gate.stop_timeout.
+    gate.delay = None
+    res, _ = _change_state(lifecycle, Transition.TRANSITION_ACTIVATE)
+    assert res.success
+    _running(node)
+    asked = time.monotonic()
+    res, taken = _change_state(lifecycle, Transition.TRANSITION_DEACTIVATE)
+    assert res.success and taken - asked >= 1.0 and gate.requests == 2
+    assert node._state_machine.current_state[1] == 'inactive'
+    n = node.sm.chunks_published
+    assert not _call(node, 'start').success
+    st = status.wait_for(lambda m: 'stop (lifecycle deactivate): hold NOT confirmed' in m.detail,
+                         timeout=5)
+    assert 'did not answer within 1 s' in st.detail, st.detail
+    assert node.sm.chunks_published == n            # nothing published since the return
+
+    def error(a: DiagnosticArray) -> bool:
+        return any(s.name.endswith('rollout') and s.level == DiagnosticStatus.ERROR and
+                   any(kv.key == 'last stop' and 'NOT confirmed' in kv.value for kv in s.values)
+                   for s in a.status)
+    diags.wait_for(error, timeout=5)
+
+
+@pytest.mark.safety
+def test_quest_toggle_stop_edge_needs_no_second_sample_and_reports_an_unreachable_gate(
+        ros_graph, tmp_path):
+    """A joy stream that publishes only on change: the press's edge comes at the debounce
+    deadline (a steady timer), not with a later sample. The stop cannot wait (a joy
+    callback), so the gate's absence is reported in policy/status and /diagnostics."""
+    node = _node(ros_graph, make_fake_checkpoint(tmp_path / 'ck'),
+                 **{'quest.toggle_button': 2, 'quest.debounce_time': 0.05,
+                    'gate.stop_service': 'nowhere/safety/stop'})
+    inputs = Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    status = ros_graph.collect(probe, RolloutStatus, 'policy/status')
+    diags = ros_graph.collect(probe, DiagnosticArray, '/diagnostics')
+    ros_graph.wait_for_subscribers(inputs.joy)
+    _wait_fresh(node)
+
+    def joy(pressed: bool) -> Joy:
+        return Joy(buttons=[0, 0, int(pressed)], axes=[0.0, 0.5])
+
+    def released() -> bool:
+        inputs.joy.publish(joy(False))
+        return node._debounce.pressed is False
+    wait_until(released, 5, 'released', interval=0.01)
+    _running(node)
+    for _ in range(3):            # one press, sent thrice (best effort), then nothing more
+        inputs.joy.publish(joy(True))
+    wait_until(lambda: node.sm.state is State.IDLE, 5, 'stopped by the press, with no later '
+               'sample')
+    st = status.wait_for(lambda m: 'stop (Quest toggle): hold NOT confirmed' in m.detail,
+                         timeout=5)
+    assert 'unreachable' in st.detail, st.detail
+    diags.wait_for(lambda a: any(s.name.endswith('rollout') and
+                                 s.level == DiagnosticStatus.ERROR for s in a.status), timeout=5)

@@ -46,3 +46,30 @@ def test_bounces_within_stable_time_then_steady_give_at_most_one_edge(bounces):
     edges = sum(d.update(v, ts) for ts, v in samples)
     assert edges <= 1
     assert d.pressed is True
+
+
+def test_press_edge_comes_at_its_deadline_without_another_sample():
+    # A joy stream that publishes only on change sends one sample per press: the edge must not
+    # wait for the next one. ``deadline`` says when to poll; poll there gives the edge.
+    d = ButtonDebouncer(0.05)
+    assert d.deadline is None
+    assert not d.update(False, 0.0)
+    assert d.deadline == 0.05            # the first stable value (no edge) is pending
+    assert not d.poll(0.05) and d.deadline is None and d.pressed is False
+    assert not d.update(True, 1.0)
+    assert d.deadline == 1.05
+    assert not d.poll(1.049) and d.deadline == 1.05    # not yet stable
+    assert d.poll(1.05) and d.pressed is True and d.deadline is None
+    assert not d.poll(2.0)               # one edge per press
+
+
+def test_deadline_moves_with_each_bounce():
+    d = ButtonDebouncer(0.05)
+    d.update(False, 0.0)
+    d.poll(0.1)
+    d.update(True, 1.0)
+    d.update(False, 1.01)
+    assert d.deadline is None            # back to the debounced state: nothing pending
+    d.update(True, 1.02)
+    assert d.deadline == 1.07
+    assert not d.poll(1.06) and d.poll(1.07)
