@@ -201,6 +201,10 @@ class PolicyMetadata:
         action_space: ``'joint'`` (absolute joint targets; the default) or ``'cartesian'``
             (end-effector poses per arm, laid out as ``cartesian`` says).
         cartesian: the Cartesian layout, frame, convention and state kind (Cartesian only).
+        rtc: the policy does real-time chunking (:class:`RtcRequest`): it inpaints the seam
+            with the unexecuted rest of a previous chunk of its own (LeRobot's RTC for
+            flow-matching policies, enabled by ``policy.rtc``). False: ``Observation.rtc`` is
+            ignored.
     """
 
     backend: str
@@ -215,6 +219,7 @@ class PolicyMetadata:
     normalization: dict[str, Any] = field(default_factory=dict)
     action_space: str = 'joint'
     cartesian: CartesianSpec | None = None
+    rtc: bool = False
 
     def point_times(self) -> np.ndarray:
         """Seconds from the observation stamp of each of the H points."""
@@ -234,6 +239,7 @@ class PolicyMetadata:
             'extra_features': list(self.extra_features), 'normalization': self.normalization,
             'action_space': self.action_space,
             'cartesian': None if self.cartesian is None else self.cartesian.to_json(),
+            'rtc': self.rtc,
         }
 
     @classmethod
@@ -256,9 +262,57 @@ class PolicyMetadata:
                 normalization=dict(d.get('normalization') or {}),
                 action_space=str(d.get('action_space', 'joint')),
                 cartesian=CartesianSpec.from_json(d['cartesian'])
-                if d.get('cartesian') is not None else None)
+                if d.get('cartesian') is not None else None,
+                rtc=bool(d.get('rtc', False)))
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f'policy metadata malformed: {exc!r}') from None
+
+
+@dataclass(frozen=True)
+class RtcRequest:
+    """Real-time chunking guidance for one inference (LeRobot's RTC; ``PolicyMetadata.rtc``).
+
+    The chunk the executor is running is one this policy predicted earlier, from the
+    observation stamped ``prefix_stamp``; ``executed`` of its points are due at or before the
+    new observation's first point (its first point is aligned with point ``executed`` of
+    that chunk), and ``inference_delay`` points of the new chunk will be due before it can
+    land (the node's measured inference latency in steps). The policy freezes those points to
+    the running chunk's and blends the rest (LeRobot: ``prev_chunk_left_over`` = that
+    chunk's unexecuted rows in the model's own action space, ``inference_delay``).
+
+    Attributes:
+        prefix_stamp: ``Observation.stamp`` of the prediction being executed.
+        executed: its rows already executed (>= 0; the leftover starts there).
+        inference_delay: steps of the new chunk due before it lands (>= 0).
+    """
+
+    prefix_stamp: float
+    executed: int
+    inference_delay: int
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.prefix_stamp) or int(self.executed) != self.executed or \
+                self.executed < 0 or int(self.inference_delay) != self.inference_delay or \
+                self.inference_delay < 0:
+            raise ValueError(f'RtcRequest needs a finite prefix_stamp and integers executed, '
+                             f'inference_delay >= 0, got {self}')
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (for the isolated backend's protocol)."""
+        return {'prefix_stamp': float(self.prefix_stamp), 'executed': int(self.executed),
+                'inference_delay': int(self.inference_delay)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RtcRequest:
+        """Inverse of :meth:`to_json`.
+
+        Raises:
+            PolicyError: malformed.
+        """
+        try:
+            return cls(float(d['prefix_stamp']), int(d['executed']), int(d['inference_delay']))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PolicyError(f'malformed RTC request {d!r}: {exc}') from None
 
 
 @dataclass(frozen=True)
@@ -273,6 +327,8 @@ class Observation:
         stamp: observation time in seconds (ROS clock).
         joints: the measured joint positions in configured order (equal to ``state`` for
             joint-state policies); None when not assembled by the node.
+        rtc: real-time chunking guidance (None: none; a policy without ``metadata.rtc``
+            ignores it).
     """
 
     images: dict[str, np.ndarray]
@@ -280,6 +336,7 @@ class Observation:
     extras: dict[str, np.ndarray] = field(default_factory=dict)
     stamp: float = 0.0
     joints: np.ndarray | None = None
+    rtc: RtcRequest | None = None
 
 
 class Policy(ABC):

@@ -8,13 +8,14 @@ over a bag. Pure: no rclpy.
 from __future__ import annotations
 
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 import time
 from typing import Any
 
 from egoroll_ros.core.action_space import ActionSpace
 from egoroll_ros.core.observation import LatestInputs, ObservationBuilder
-from egoroll_ros.core.policy import Observation
+from egoroll_ros.core.policy import Observation, RtcRequest
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,12 @@ class Step:
 
 def rollout_step(builder: ObservationBuilder, inputs: LatestInputs, space: ActionSpace,
                  now: float, stamp: float, *, shadow: bool = False, sequence: int = 0,
-                 clock: Callable[[], float] = time.perf_counter) -> Step:
+                 clock: Callable[[], float] = time.perf_counter,
+                 rtc: RtcRequest | None = None) -> Step:
     """Build the observation at steady time ``now`` (stamped ``stamp``), predict, make the chunk.
+
+    ``rtc``: real-time chunking guidance put on the observation (policies without
+    ``metadata.rtc`` ignore it).
 
     Raises:
         StaleInputError: a required input is missing or too old.
@@ -48,6 +53,8 @@ def rollout_step(builder: ObservationBuilder, inputs: LatestInputs, space: Actio
     """
     t0 = clock()
     obs = builder.build(inputs, now, stamp)
+    if rtc is not None:
+        obs = dataclasses.replace(obs, rtc=rtc)
     t1 = clock()
     output = space.predict(obs)
     latency = clock() - t0

@@ -17,6 +17,7 @@ publishing zero or foreign stamps would otherwise shift every chunk).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import math
@@ -44,7 +45,7 @@ from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, RolloutStatus
 from egoroll_ros.core.action_space import ActionSpace
 from egoroll_ros.core.aggregation import AGGREGATIONS, AggregationConfig, ChunkAggregator
 from egoroll_ros.core.debounce import ButtonDebouncer
@@ -66,6 +67,7 @@ from egoroll_ros.core.observation import (
 from egoroll_ros.core.policy import (
     Policy,
     PolicyError,
+    RtcRequest,
 )
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 from egoroll_ros.core.step import Step, rollout_step
@@ -151,6 +153,15 @@ PARAMS = [
     Param('policy.environment_state', 'str[]', [], 'lerobot: inputs (quest.grip, '
           'quest.trigger, quest.left_pose, quest.right_pose) concatenated, in order, into '
           'observation.environment_state.', read_only=True),
+    Param('policy.rtc', bool, False, 'Real-time chunking by the policy itself (LeRobot RTC for '
+          'flow-matching policies: pi0, pi05, smolvla...): each inference passes the unexecuted '
+          'rest of the chunk the executor runs (from executor/state, else the last published) '
+          'and the inference delay in steps (max of the last 10 latencies / step period), so '
+          'the policy inpaints the seam. A policy without it is refused at configure, and so '
+          'is RTC with aggregation.*. Policies that do not do RTC never receive it.',
+          read_only=True),
+    Param('policy.rtc_execution_horizon', int, 0, "lerobot RTC: execution horizon (steps); 0: "
+          "LeRobot's default.", min=0, max=10000, read_only=True),
     Param('cameras.names', 'str[]', [], 'Camera names; camera <n> is read from '
           'camera/<n>/image_raw (or .../image_raw/compressed).', read_only=True),
     Param('cameras.heights', 'int[]', [], 'Expected frame height of each camera (pixels).',
@@ -267,6 +278,8 @@ PARAMS = [
 
 _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 _DEACTIVATED = 'deactivated (lifecycle): activate to allow preflight/start'
+#: policy.rtc: executor/state older than this (s, steady) is not used; the node's own clock is.
+RTC_EXECUTOR_STATE_AGE = 0.5
 
 
 class PolicyNode(LifecycleNode):
@@ -310,6 +323,13 @@ class PolicyNode(LifecycleNode):
         self.last_latency = math.nan
         self.last_skip_reason = ''
         self.timing: list[tuple[float, float]] = []  # (assembly s, total s), last 1000
+        # Real-time chunking (policy.rtc): the chunks published in this rollout (sequence,
+        # observation stamp, points), the executor's last executor/state (steady receipt
+        # time, active sequence, state) and what the last inference was told.
+        self._rtc_chunks: collections.deque[tuple[int, float, int]] = \
+            collections.deque(maxlen=8)
+        self._executor_state: tuple[float, int, str] | None = None
+        self.last_rtc = 'off'
         self._debounce = ButtonDebouncer(self.p['quest.debounce_time'])
         self._closing = False
         self._wake = threading.Event()
@@ -405,6 +425,9 @@ class PolicyNode(LifecycleNode):
         self.create_subscription(JointState, 'joint_states', self._on_joint_states,
                                  qos_profile_sensor_data)
         self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
+        if self.p['policy.rtc']:
+            self.create_subscription(ExecutorState, 'executor/state', self._on_executor_state,
+                                     10)
         for name in (QUEST_LEFT, QUEST_RIGHT):
             self.create_subscription(PoseStamped, name, self._pose_cb(name),
                                      qos_profile_sensor_data)
@@ -489,11 +512,26 @@ class PolicyNode(LifecycleNode):
             from ament_index_python.packages import get_package_share_directory
             path = get_package_share_directory('egoroll_ros') + '/policies/demo'
         setup = self.setup
+        if p['policy.rtc']:
+            if self.aggregator.config.active:
+                raise ConfigError("parameters 'policy.rtc' and 'aggregation.*': real-time "
+                                  'chunking inpaints the seam in the policy; aggregation '
+                                  '(mode, pin_latency) would rewrite its chunk: choose one')
+            if setup.cartesian is not None:
+                raise ConfigError("parameter 'policy.rtc': joint policies only (this "
+                                  'configuration is Cartesian)')
         if self._needs_description and self._description is not None:
             setup = dataclasses.replace(setup, cartesian=dataclasses.replace(
                 setup.cartesian, urdf_text=self._description))
         loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
                              prepare=prepare_image)
+        if p['policy.rtc'] and loaded.policy.metadata.time_from_start is not None:
+            loaded.policy.close()
+            raise ConfigError("parameter 'policy.rtc': the policy gives its own "
+                              'time_from_start; RTC aligns chunks by the step period only')
+        if p['policy.rtc']:
+            self.get_logger().info('real-time chunking: each inference passes the running '
+                                   "chunk's unexecuted points and the inference delay")
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
         self.space = loaded.space
         if loaded.cartesian is not None:
@@ -623,6 +661,9 @@ class PolicyNode(LifecycleNode):
             put_camera(self.inputs, name, msg, time_to_sec(msg.header.stamp),
                        time.monotonic(), self._clock_now())
         return cb
+
+    def _on_executor_state(self, msg: ExecutorState) -> None:
+        self._executor_state = (time.monotonic(), int(msg.active_sequence), str(msg.state))
 
     def _on_joint_states(self, msg: JointState) -> None:
         now = time.monotonic()
@@ -836,6 +877,7 @@ class PolicyNode(LifecycleNode):
                 self._reset_generation = -1
                 deadline = now  # first step of a new rollout right away
                 self.aggregator.reset()
+                self._rtc_chunks.clear()
                 try:
                     self.policy.reset()
                 except EgorollError as exc:
@@ -856,15 +898,18 @@ class PolicyNode(LifecycleNode):
             if running:
                 self._ask_gate('policy fault')
 
-    def _infer(self, shadow: bool = False) -> Step | str:
-        """One rollout step on the latest inputs: the step, or a skip reason.
+    def _infer(self, shadow: bool = False, rtc: bool = False) -> Step | str:
+        """One rollout step on the latest inputs: the step, or a skip reason (``rtc``: with
+        the real-time chunking guidance of :meth:`_rtc_request`).
 
         Raises:
             PolicyError: inference failed.
         """
+        stamp = self.get_clock().now().nanoseconds * 1e-9
+        guidance = self._rtc_request(stamp) if rtc else None
         try:
             step = rollout_step(self.builder, self.inputs, self.space, time.monotonic(),
-                                self.get_clock().now().nanoseconds * 1e-9, shadow=shadow)
+                                stamp, shadow=shadow, rtc=guidance)
         except StaleInputError as exc:
             return str(exc)
         except InputError as exc:
@@ -874,9 +919,45 @@ class PolicyNode(LifecycleNode):
             del self.timing[:500]
         return step
 
+    def _rtc_request(self, stamp: float) -> RtcRequest | None:
+        """Real-time chunking guidance for an observation stamped ``stamp`` (policy.rtc).
+
+        The running chunk is the one executor/state names (fresh within 0.5 s and executing
+        one of this rollout's chunks; executing another goal or holding: none); without a
+        fresh executor/state, by this node's own clock, the last chunk it published. Its
+        points due at or before ``stamp`` (it steps every step period from its own stamp) are
+        executed; the inference delay is the longest of the last 10 inference latencies in
+        steps, rounded up (as LeRobot's RTC engine takes it).
+        """
+        if not self.p['policy.rtc'] or not self._rtc_chunks:
+            self.last_rtc = 'no chunk published yet in this rollout'
+            return None
+        period = self.policy.metadata.step_period
+        ex = self._executor_state
+        if ex is not None and time.monotonic() - ex[0] < RTC_EXECUTOR_STATE_AGE:
+            running = next((c for c in self._rtc_chunks if ex[2] == 'executing' and
+                            c[0] == ex[1]), None)
+            source = 'executor/state'
+        else:
+            running, source = self._rtc_chunks[-1], 'own clock'
+        if running is None:
+            self.last_rtc = f'no chunk of this rollout running ({source}: {ex[2]}, ' \
+                f'sequence {ex[1]})'
+            return None
+        seq, prefix_stamp, points = running
+        executed = max(0, round((stamp - prefix_stamp) / period))
+        if executed >= points:
+            self.last_rtc = f'chunk {seq} ({source}) is fully executed'
+            return None
+        recent = [total for _, total in self.timing[-10:]]
+        delay = math.ceil(max(recent) / period - 1e-9) if recent else 0
+        self.last_rtc = (f'chunk {seq} ({source}): {points - executed} points left, '
+                         f'inference delay {delay} steps')
+        return RtcRequest(prefix_stamp, executed, delay)
+
     def _step(self, gen: int) -> None:
         try:
-            out = self._infer()
+            out = self._infer(rtc=bool(self.p['policy.rtc']))
         except (PolicyError, EgorollError) as exc:
             self._fault(str(exc), gen)
             return
@@ -903,6 +984,9 @@ class PolicyNode(LifecycleNode):
             return seq
 
         seq = self.sm.publish_if_current(gen, publish)
+        if seq is not None and not msg.shadow and isinstance(out.chunk, Chunk):
+            self._rtc_chunks.append((seq, float(out.chunk.stamp),
+                                     len(out.chunk.trajectory.times)))
         if seq is not None:
             # RViz only, after the chunk is out (never delays or gates a chunk).
             obs = out.observation
@@ -1015,6 +1099,7 @@ class PolicyNode(LifecycleNode):
                   ('inferences_skipped', st.inferences_skipped),
                   ('last_inference_latency', st.last_inference_latency),
                   ('aggregation', self.aggregator.config.mode),
+                  ('rtc', self.last_rtc if self.p['policy.rtc'] else 'off'),
                   ('overlap_underruns', self.aggregator.underruns)]
         values += [(f'age {n}', f'{a:.3f}')
                    for n, a in zip(st.input_names, st.input_ages, strict=True)]

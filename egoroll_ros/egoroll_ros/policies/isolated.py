@@ -285,8 +285,10 @@ class IsolatedPolicy(Policy):
         for cam, img in observation.images.items():
             arrays[f'image:{cam}'] = img
         extras = {k: np.asarray(v, dtype=float).tolist() for k, v in observation.extras.items()}
-        _, out = self._call({'op': 'predict', 'stamp': observation.stamp, 'extras': extras},
-                            arrays)
+        header = {'op': 'predict', 'stamp': observation.stamp, 'extras': extras}
+        if observation.rtc is not None:
+            header['rtc'] = observation.rtc.to_json()
+        _, out = self._call(header, arrays)
         if 'chunk' not in out:
             raise PolicyError('policy worker reply has no chunk')
         return out['chunk']

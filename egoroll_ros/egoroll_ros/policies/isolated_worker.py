@@ -66,7 +66,7 @@ def main() -> int:
     sys.stdout = sys.stderr
     inp = sys.stdin.buffer
 
-    from egoroll_ros.core.policy import Observation
+    from egoroll_ros.core.policy import Observation, RtcRequest
     from egoroll_ros.policies.protocol import (
         EndOfStreamError,
         encode_frame,
@@ -98,8 +98,10 @@ def main() -> int:
                           if k.startswith('image:')}
                 extras = {k: np.asarray(v, dtype=float)
                           for k, v in (req.get('extras') or {}).items()}
+                rtc = req.get('rtc')
                 obs = Observation(images=images, state=arrays['state'], extras=extras,
-                                  stamp=float(req.get('stamp', 0.0)))
+                                  stamp=float(req.get('stamp', 0.0)),
+                                  rtc=None if rtc is None else RtcRequest.from_json(rtc))
                 chunk = np.asarray(policy.predict_chunk(obs), dtype=np.float64)
                 out.write(encode_frame({'ok': True}, {'chunk': chunk}))
             elif op == 'close':

@@ -20,6 +20,21 @@ Normalisation is never rebuilt here: a pipeline or state file that is missing or
 refuses the checkpoint, naming the file, and so does a feature the policy's config normalises
 whose statistics the loaded pipeline lacks (LeRobot would pass it through unnormalised).
 
+Real-time chunking (option ``rtc``, node parameter ``policy.rtc``): for a policy LeRobot runs
+with RTC (``lerobot.rollout.inference.rtc.supports_rtc_inference``: ``supports_rtc()`` and a
+``predict_action_chunk`` taking ``inference_delay`` and ``prev_chunk_left_over``; in 0.6.1
+the flow-matching pi0, pi05, smolvla and others), the load sets ``config.rtc_config`` (an
+``RTCConfig`` with ``execution_horizon``, LeRobot's default unless ``rtc_execution_horizon``)
+and calls ``init_rtc_processor()``, as ``lerobot-rollout --inference.type=rtc`` does. Each
+prediction keeps its chunk in the model's own (normalised) action space, by observation
+stamp; an observation carrying an :class:`~egoroll_ros.core.policy.RtcRequest` passes the
+unexecuted rows of the named earlier prediction as ``prev_chunk_left_over`` (cut to the
+execution horizon as LeRobot's RTC engine does, never zero-padded) and ``inference_delay``, under
+``torch.no_grad`` (RTC guidance differentiates through the denoiser, which inference mode
+forbids). Asking for RTC from a policy LeRobot does not run with it (ACT, diffusion...), one
+with relative-action steps (LeRobot re-anchors their prefix against the robot state; egoroll
+does not) or one with observation history is refused at load.
+
 No network: Hugging Face access is forced offline before lerobot is imported, the config's
 pretrained-backbone field is cleared for the load (the backbone weights are in
 model.safetensors, loaded strictly: a missing weight refuses) and the isolated worker refuses
@@ -38,6 +53,8 @@ Options (``backend_options`` of the isolated backend; node parameters in parenth
     task (``policy.task``): the language instruction; required by policies whose preprocessor
         tokenizes one.
     query_period: seconds between the node's inferences (checked for observation history).
+    rtc: enable real-time chunking (see above); refused for a policy without it.
+    rtc_execution_horizon: RTC's execution horizon in steps (0: LeRobot's default).
     seed: seed torch's generator at every ``reset()`` (stochastic samplers, e.g. diffusion).
 """
 
@@ -68,6 +85,8 @@ POSTPROCESSOR = 'policy_postprocessor.json'
 STATE = 'observation.state'
 ENV_STATE = 'observation.environment_state'
 IMAGE_PREFIX = 'observation.images.'
+#: RTC: earlier predictions kept (model space) for a later leftover.
+MODEL_CHUNKS_KEPT = 16
 
 
 def _offline() -> None:
@@ -181,7 +200,7 @@ class LeRobotPolicy(Policy):
     def __init__(self, root: Path, meta: PolicyMetadata, torch: Any, policy: Any, pre: Any,
                  post: Any, device: Any, keys: dict[str, str], env_extras: tuple[str, ...],
                  task: str, robot_type: str, n_action_steps: int, history: bool,
-                 seed: int | None) -> None:
+                 seed: int | None, rtc_horizon: int = 0) -> None:
         self._root = root
         self._meta = meta
         self._torch = torch
@@ -196,6 +215,9 @@ class LeRobotPolicy(Policy):
         self._n = n_action_steps
         self._history = history
         self._seed = seed
+        #: RTC: execution horizon (0: off) and recent predictions in model space, by stamp.
+        self._rtc_horizon = rtc_horizon
+        self._model_chunks: dict[float, Any] = {}
         from lerobot.policies.utils import prepare_observation_for_inference
         self._prepare = prepare_observation_for_inference
 
@@ -268,12 +290,16 @@ class LeRobotPolicy(Policy):
         history = n_obs > 1
         if history:
             _check_history(policy, cfg, period, options.get('query_period'), root)
+        rtc_horizon = 0
+        if options.get('rtc'):
+            rtc_horizon = _enable_rtc(policy, cfg, pre, history, root,
+                                      int(options.get('rtc_execution_horizon') or 0))
         action_size = int(cfg.output_features['action'].shape[0])
         n_action = int(getattr(cfg, 'n_action_steps', 0) or getattr(cfg, 'chunk_size', 0) or 1)
         meta = PolicyMetadata(
             backend='lerobot', fingerprint=fp, image_features=tuple(image_feats),
             state_size=state_size, action_size=action_size, chunk_length=n_action,
-            step_period=period, extra_features=env_extras,
+            step_period=period, extra_features=env_extras, rtc=rtc_horizon > 0,
             normalization={
                 'state': f'lerobot:{PREPROCESSOR}', 'action': f'lerobot:{POSTPROCESSOR}',
                 'preprocessor': [type(s).__name__ for s in pre.steps],
@@ -283,7 +309,7 @@ class LeRobotPolicy(Policy):
         seed = options.get('seed')
         loaded = cls(root, meta, torch, policy, pre, post, device, keys, env_extras, task,
                      str(options.get('robot_type') or ''), n_action, history,
-                     None if seed is None else int(seed))
+                     None if seed is None else int(seed), rtc_horizon)
         loaded.warm_up()
         return loaded
 
@@ -326,6 +352,7 @@ class LeRobotPolicy(Policy):
         self._policy.reset()
         self._pre.reset()
         self._post.reset()
+        self._model_chunks.clear()
         if self._seed is not None:
             self._torch.manual_seed(self._seed)
 
@@ -353,20 +380,50 @@ class LeRobotPolicy(Policy):
         except KeyError as exc:
             raise PolicyError(f'LeRobot observation input missing: {exc}') from None
         try:
-            with torch.inference_mode():
-                batch = self._pre(self._prepare(frame, self._device, self._task,
-                                                self._robot_type))
-                if self._history:
-                    actions = self._select_chunk(batch)
-                else:
-                    actions = self._policy.predict_action_chunk(batch)[:, :self._n]
-                out = self._post(actions)
+            if self._rtc_horizon:
+                out = self._predict_rtc(frame, observation)
+            else:
+                with torch.inference_mode():
+                    batch = self._pre(self._prepare(frame, self._device, self._task,
+                                                    self._robot_type))
+                    if self._history:
+                        actions = self._select_chunk(batch)
+                    else:
+                        actions = self._policy.predict_action_chunk(batch)[:, :self._n]
+                    out = self._post(actions)
         except PolicyError:
             raise
         except Exception as exc:  # noqa: BLE001 - third-party code
             raise PolicyError(f'LeRobot inference failed: {type(exc).__name__}: {exc}') \
                 from None
         return out[0].double().cpu().numpy()
+
+    def _predict_rtc(self, frame: dict[str, np.ndarray], observation: Observation) -> Any:
+        """One RTC prediction (module docstring): the leftover of the requested earlier
+        prediction guides this one; this one is kept for the next."""
+        torch = self._torch
+        req = observation.rtc
+        prev = None
+        if req is not None:
+            earlier = self._model_chunks.get(req.prefix_stamp)
+            if earlier is None:
+                raise PolicyError(f'RTC: no prediction of this policy from the observation '
+                                  f'stamped {req.prefix_stamp!r} since the last reset (kept: '
+                                  f'the last {MODEL_CHUNKS_KEPT})')
+            if req.executed < earlier.shape[0]:
+                # At most the execution horizon (LeRobot's engine cuts it there too; it also
+                # pads a shorter one with zeros, which RTC would then steer towards: not here,
+                # RTC's own guidance caps the horizon at the leftover's length).
+                prev = earlier[req.executed:req.executed + self._rtc_horizon]
+        with torch.no_grad():
+            batch = self._pre(self._prepare(frame, self._device, self._task, self._robot_type))
+            actions = self._policy.predict_action_chunk(
+                batch, inference_delay=0 if req is None else req.inference_delay,
+                prev_chunk_left_over=prev)[:, :self._n]
+            self._model_chunks[float(observation.stamp)] = actions[0].detach().clone()
+            while len(self._model_chunks) > MODEL_CHUNKS_KEPT:
+                del self._model_chunks[next(iter(self._model_chunks))]
+            return self._post(actions)
 
     def _select_chunk(self, batch: dict[str, Any]) -> Any:
         """LeRobot's ``select_action`` with an empty action queue: it appends this frame to
@@ -507,3 +564,37 @@ def _check_history(policy: Any, cfg: Any, period: float, query_period: Any, root
             f'{cfg.n_obs_steps} observations {period:g} s apart (one per control step); '
             f'policy_node infers every {float(query_period):g} s. Set query_frequency to '
             f'{1.0 / period:g} Hz')
+
+
+def _enable_rtc(policy: Any, cfg: Any, pre: Any, history: bool, root: Path,
+                horizon: int) -> int:
+    """Switch LeRobot's RTC on as ``lerobot-rollout --inference.type=rtc`` does; returns the
+    execution horizon.
+
+    Raises:
+        CheckpointError: the policy does not do RTC in LeRobot, has relative-action steps or
+            an observation history.
+    """
+    from lerobot.policies.rtc.configuration_rtc import RTCConfig
+    from lerobot.rollout.inference.rtc import supports_rtc_inference
+
+    if not supports_rtc_inference(policy):
+        raise CheckpointError(
+            f"policy.rtc is true but the '{cfg.type}' policy at {root} does not do real-time "
+            'chunking in LeRobot (supports_rtc() with a predict_action_chunk taking '
+            'inference_delay and prev_chunk_left_over: the flow-matching policies such as '
+            'pi0, pi05, smolvla); set policy.rtc false')
+    relative = [type(s).__name__ for s in getattr(pre, 'steps', ())
+                if 'relative' in type(s).__name__.lower() and getattr(s, 'enabled', True)]
+    if relative:
+        raise CheckpointError(
+            f'policy.rtc: {root / PREPROCESSOR} has relative-action steps {relative}, whose '
+            'RTC prefix LeRobot re-anchors against the robot state; egoroll does not: refused')
+    if history:
+        raise CheckpointError(f'policy.rtc: n_obs_steps = {cfg.n_obs_steps} (observation '
+                              'history) together with RTC is not supported: refused')
+    rtc = RTCConfig() if horizon <= 0 else RTCConfig(execution_horizon=horizon)
+    policy.config.rtc_config = rtc
+    if hasattr(policy, 'init_rtc_processor'):
+        policy.init_rtc_processor()
+    return int(rtc.execution_horizon)

@@ -68,7 +68,8 @@ def backend_options(p: Mapping[str, Any], setup: PolicySetup) -> dict[str, Any]:
         camera_map[key] = cam
     lerobot_only = {'policy.camera_map': camera_map,
                     'policy.environment_state': list(p.get('policy.environment_state') or ()),
-                    'policy.task': p.get('policy.task') or ''}
+                    'policy.task': p.get('policy.task') or '',
+                    'policy.rtc_execution_horizon': p.get('policy.rtc_execution_horizon') or 0}
     if backend_runtime(p['policy.backend']) is None:
         for name, value in lerobot_only.items():
             if value:
@@ -80,6 +81,9 @@ def backend_options(p: Mapping[str, Any], setup: PolicySetup) -> dict[str, Any]:
                    task=lerobot_only['policy.task'],
                    step_period=p.get('policy.step_period') or 0.0,
                    query_period=1.0 / float(p['query_frequency']))
+    if p.get('policy.rtc'):
+        options.update(rtc=True,
+                       rtc_execution_horizon=lerobot_only['policy.rtc_execution_horizon'])
     return options
 
 
@@ -133,6 +137,10 @@ def load_policy(p: Mapping[str, Any], setup: PolicySetup, path: str,
         if not want:
             warn("'policy.expected_fingerprint' is empty: the checkpoint fingerprint is not "
                  'checked')
+        if p.get('policy.rtc') and not meta.rtc:
+            raise ConfigError(f"parameter 'policy.rtc' is true but the policy at {path} "
+                              f"(backend '{p['policy.backend']}') does not do real-time "
+                              'chunking (metadata rtc false); set it false')
         validate_metadata(meta, setup.joints,
                           {c.name: (c.height, c.width) for c in setup.cameras},
                           cartesian=_supply(setup) if meta.action_space == 'cartesian'

@@ -70,6 +70,7 @@ def test_act_chunk_equals_lerobots_own_inference_in_real_units(lerobot_python, a
     try:
         meta = policy.metadata
         assert (meta.chunk_length, meta.action_size, meta.state_size) == (8, 6, 6)
+        assert not meta.rtc                       # ACT: no real-time chunking
         assert meta.step_period == pytest.approx(1 / 50)        # train_config.json env.fps
         assert {(f.camera, f.height, f.width) for f in meta.image_features} == \
             {('front', 64, 80), ('wrist', 48, 48)}
@@ -337,3 +338,19 @@ def test_temporal_ensembling_is_refused_with_the_reason(lerobot_python, act_chec
     with pytest.raises(CheckpointError, match='temporal_ensemble_coeff is set'):
         load(ck, lerobot_python, cameras=['front', 'wrist'])
 
+
+
+@pytest.mark.parametrize('kind', ['act', 'diffusion'])
+def test_rtc_asked_of_a_policy_lerobot_runs_without_it_is_refused(lerobot_python, kind,
+                                                                  act_checkpoint,
+                                                                  diffusion_checkpoint):
+    # ACT and diffusion do not do real-time chunking in LeRobot 0.6.1 (supports_rtc() is
+    # false): policy.rtc with them is refused at load, naming the policy type.
+    if kind == 'act':
+        args, kw = act_checkpoint, dict(cameras=['front', 'wrist'])
+    else:
+        args, kw = diffusion_checkpoint, dict(cameras=['top'], query_period=0.1,
+                                              environment_state=['quest.left_pose'])
+    with pytest.raises(CheckpointError, match=f"the '{kind}' policy .* does not do real-time "
+                                              'chunking'):
+        load(args, lerobot_python, rtc=True, **kw)

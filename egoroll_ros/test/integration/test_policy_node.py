@@ -21,7 +21,7 @@ from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from egoroll_interfaces.msg import ActionChunk, GateVerdict, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, RolloutStatus
 from egoroll_ros.core.rollout import State
 from egoroll_ros.nodes.policy_node import PolicyNode
 from egoroll_ros.ros.convert import time_to_sec
@@ -622,3 +622,76 @@ def test_quest_toggle_stop_edge_needs_no_second_sample_and_reports_an_unreachabl
     assert 'unreachable' in st.detail, st.detail
     diags.wait_for(lambda a: any(s.name.endswith('rollout') and
                                  s.level == DiagnosticStatus.ERROR for s in a.status), timeout=5)
+
+@pytest.mark.parametrize('case', ['no_rtc', 'aggregation'])
+def test_rtc_is_refused_at_configure_for_a_policy_without_it_or_with_aggregation(
+        ros_graph, tmp_path, case):
+    ck = make_fake_checkpoint(tmp_path / 'ck', rtc=case != 'no_rtc')
+    params = {'policy.rtc': True}
+    if case == 'aggregation':
+        params['aggregation.mode'] = 'temporal_ensemble'
+    node = _node(ros_graph, ck, **params)
+    why = 'does not do real-time chunking' if case == 'no_rtc' else 'choose one'
+    assert node.sm is None and why in node.unconfigured_detail, node.unconfigured_detail
+    assert node.policy is None
+
+
+def _rtc_rollout(ros_graph, tmp_path):
+    ck = make_fake_checkpoint(tmp_path / 'ck', rtc=True, chunk_length=40, step_period=0.05)
+    node = _node(ros_graph, ck, **{'policy.rtc': True, 'query_frequency': 10.0})
+    Inputs(ros_graph)
+    probe = ros_graph.node('probe')
+    chunks = ros_graph.collect(probe, ActionChunk, 'policy/chunk')
+    ros_graph.wait_for_publishers(chunks.subscription)
+    _wait_fresh(node)
+    assert _call(node, 'preflight').success
+    assert _call(node, 'start').success
+    return node, probe, chunks
+
+
+def _live_stamps(node):
+    """(sequence, stamp) of every live chunk the node recorded for RTC, oldest first."""
+    return [(seq, stamp) for seq, stamp, _ in node._rtc_chunks]
+
+
+def test_rtc_passes_the_last_chunks_leftover_and_the_inference_delay(ros_graph, tmp_path):
+    node, _, _ = _rtc_rollout(ros_graph, tmp_path)
+    wait_until(lambda: node.sm.chunks_published >= 5, 10, 'five live chunks')
+    assert _call(node, 'stop').success
+    live = _live_stamps(node)
+    requests = [(stamp, r) for stamp, r in node.policy.rtc_requests]
+    by_stamp = dict(requests)
+    assert requests[0][1] is None                        # the preflight: no guidance
+    first = by_stamp[live[0][1]]
+    assert first is None                                 # first live chunk: nothing running
+    for (_, prev), (_, stamp) in zip(live, live[1:], strict=False):   # own clock
+        r = by_stamp[stamp]
+        assert r is not None and r.prefix_stamp == prev
+        assert r.executed == round((stamp - prev) / 0.05) and 1 <= r.executed < 40
+        assert r.inference_delay >= 1                    # ceil(latency / step), latency > 0
+
+
+def test_rtc_follows_the_chunk_executor_state_says_is_running(ros_graph, tmp_path):
+    node, probe, _ = _rtc_rollout(ros_graph, tmp_path)
+    wait_until(lambda: len(node._rtc_chunks) >= 1, 10, 'a live chunk')
+    seq0, stamp0 = _live_stamps(node)[0]
+    pub = probe.create_publisher(ExecutorState, 'executor/state', 10)
+    said = {'state': 'executing'}
+
+    def tick():
+        pub.publish(ExecutorState(state=said['state'], active_sequence=seq0))
+    probe.create_timer(0.02, tick)
+    wait_until(lambda: node._executor_state is not None, 10, 'executor/state received')
+    n = len(node.policy.rtc_requests)
+    wait_until(lambda: len(node.policy.rtc_requests) >= n + 3, 10, 'three more inferences')
+    guided = [(s, r) for s, r in node.policy.rtc_requests[n:] if r is not None]
+    assert guided and all(r.prefix_stamp == stamp0 for _, r in guided)
+    for s, r in guided:
+        assert r.executed == round((s - stamp0) / 0.05)
+    said['state'] = 'holding'
+    wait_until(lambda: node._executor_state[2] == 'holding', 10, 'holding received')
+    m = len(node.policy.rtc_requests)
+    wait_until(lambda: len(node.policy.rtc_requests) >= m + 2, 10, 'two more inferences')
+    assert node.policy.rtc_requests[-1][1] is None      # the executor holds: no leftover
+    assert 'no chunk of this rollout running' in node.last_rtc
+    assert _call(node, 'stop').success

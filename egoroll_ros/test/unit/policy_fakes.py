@@ -6,6 +6,10 @@ behaviour across processes: zeros, hold (repeat the state + offset), wrap, nan, 
 crash, die (a message on stderr, then exit), hang, slow, sleep:SECONDS, drive (joint
 ``drive_joint`` moves from the state at ``offset`` rad per step, the others stay).
 ``download`` in fake.json makes the load fetch that URL (the worker must refuse it).
+``rtc`` in fake.json declares real-time chunking (metadata.rtc): every observation's
+``rtc`` is recorded in ``rtc_requests``, and mode ``rtc_echo`` returns it in row 0
+(prefix_stamp, executed, inference_delay; -1 each without one) so it can be seen across the
+isolated protocol.
 """
 
 from __future__ import annotations
@@ -33,12 +37,13 @@ NORM = {'state': {'mean': [0.0] * 8, 'std': [1.0] * 8},
 def make_fake_checkpoint(path: Path, *, action_size: int = 8, chunk_length: int = 5,
                          step_period: float = 0.05, cameras: tuple = (),
                          normalization: dict | None = NORM, mode: str = 'hold',
-                         offset: float = 0.0, drive_joint: int = 0) -> Path:
+                         offset: float = 0.0, drive_joint: int = 0, rtc: bool = False) -> Path:
     """Write a FakePolicy checkpoint; ``cameras`` are (name, height, width)."""
     path.mkdir(parents=True, exist_ok=True)
     cfg = {'state_size': 8, 'action_size': action_size, 'chunk_length': chunk_length,
            'step_period': step_period, 'cameras': [list(c) for c in cameras],
-           'normalization': normalization, 'offset': offset, 'drive_joint': drive_joint}
+           'normalization': normalization, 'offset': offset, 'drive_joint': drive_joint,
+           'rtc': rtc}
     (path / 'fake.json').write_text(json.dumps(cfg))
     (path / 'mode').write_text(mode)
     return path
@@ -54,13 +59,14 @@ class FakePolicy(Policy):
         self.resets = 0
         self.calls = 0
         self.last_observation: Observation | None = None
+        self.rtc_requests: list = []
         self.closed = False
         self._meta = PolicyMetadata(
             backend='fake', fingerprint=fingerprint({'config': path / 'fake.json'}),
             image_features=tuple(ImageFeature(c, h, w) for c, h, w in cfg['cameras']),
             state_size=cfg['state_size'], action_size=cfg['action_size'],
             chunk_length=cfg['chunk_length'], step_period=cfg['step_period'],
-            normalization=cfg['normalization'] or {})
+            normalization=cfg['normalization'] or {}, rtc=bool(cfg.get('rtc')))
 
     @classmethod
     def load(cls, path: str | Path, **options: Any) -> FakePolicy:
@@ -94,6 +100,14 @@ class FakePolicy(Policy):
         self.last_observation = observation
         mode = self.mode()
         h, a = self.cfg['chunk_length'], self.cfg['action_size']
+        if self._meta.rtc:
+            self.rtc_requests.append((observation.stamp, observation.rtc))
+        if mode == 'rtc_echo':
+            out = np.zeros((h, a))
+            r = observation.rtc
+            out[0, :3] = [-1, -1, -1] if r is None else \
+                [r.prefix_stamp, r.executed, r.inference_delay]
+            return out
         if mode == 'crash':
             os._exit(3)
         if mode == 'die':   # a worker that says why it dies (as a CUDA or native error does)

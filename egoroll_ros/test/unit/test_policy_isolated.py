@@ -175,3 +175,42 @@ def test_worker_reports_its_interpreter_and_torch_threads(tmp_path, child_env):
         assert info['pid'] == policy.child_pid and info['python']
     finally:
         policy.close()
+
+
+def test_rtc_guidance_crosses_the_isolated_protocol_and_metadata_says_rtc(tmp_path, child_env):
+    from egoroll_ros.core.policy import RtcRequest
+    ck = make_fake_checkpoint(tmp_path / 'ck', mode='rtc_echo', rtc=True)
+    policy = _load(ck)
+    try:
+        assert policy.metadata.rtc
+        plain = policy.predict_chunk(_obs())
+        np.testing.assert_array_equal(plain[0, :3], [-1, -1, -1])
+        stamp = 1764590000.123456789   # a ROS-clock stamp: must arrive exactly
+        obs = Observation(images=_obs().images, state=_obs().state, stamp=stamp + 0.1,
+                          rtc=RtcRequest(stamp, 2, 3))
+        row = policy.predict_chunk(obs)[0, :3]
+        assert row[0] == stamp and row[1] == 2 and row[2] == 3
+    finally:
+        policy.close()
+    plain_ck = make_fake_checkpoint(tmp_path / 'plain')
+    other = _load(plain_ck)
+    try:
+        assert not other.metadata.rtc
+    finally:
+        other.close()
+
+
+def test_rtc_request_is_checked_and_round_trips():
+    from egoroll_ros.core.policy import PolicyMetadata, RtcRequest
+    r = RtcRequest(12.5, 3, 1)
+    assert RtcRequest.from_json(r.to_json()) == r
+    for bad in ((float('nan'), 0, 0), (1.0, -1, 0), (1.0, 0, -2), (1.0, 1.5, 0)):
+        with pytest.raises(ValueError):
+            RtcRequest(*bad)
+    with pytest.raises(PolicyError, match='malformed RTC request'):
+        RtcRequest.from_json({'prefix_stamp': 1.0})
+    meta = PolicyMetadata('b', 'f' * 64, (), 8, 8, 5, 0.05, rtc=True)
+    assert PolicyMetadata.from_json(meta.to_json()) == meta
+    legacy = meta.to_json()
+    del legacy['rtc']
+    assert not PolicyMetadata.from_json(legacy).rtc
