@@ -373,6 +373,59 @@ class _Active:
         return int(np.searchsorted(self.goal.times, t, side='right'))
 
 
+@dataclass(frozen=True)
+class JoinRequest:
+    """A seam-``blend`` join to compute off the control tick (:meth:`ExecutorCore.join_request`).
+
+    The running motion is deterministic, so its state at the takeover tick is known in
+    advance: the join starts there. Everything :meth:`compute` needs is in here (immutable
+    arrays), so it runs without the core's lock while the control loop keeps ticking.
+
+    Attributes:
+        key, sequence: the pending goal it joins.
+        takeover: the control tick (steady clock) at which the joined motion takes over.
+        generation: the core's motion generation it continues (any stop or new motion since
+            makes it unusable).
+        position, velocity, acceleration: the running motion's state at ``takeover``.
+    """
+
+    key: Any
+    sequence: int
+    takeover: float
+    generation: int
+    position: np.ndarray
+    velocity: np.ndarray
+    acceleration: np.ndarray
+    goal: ValidGoal
+    limits: MotionLimits
+    min_blend: float
+    max_blend: float
+    step: float
+    joints: tuple[str, ...]
+
+    def compute(self) -> PreparedJoin:
+        """Run :func:`~egoroll_ros.core.blend.join_chunk` (pure; milliseconds to a tenth of
+        a second on a loaded machine). A refusal is returned, not raised."""
+        g = self.goal
+        try:
+            motion = join_chunk(self.takeover, self.position, self.velocity, self.acceleration,
+                                g.times, g.positions, g.velocities, g.accelerations,
+                                self.limits, self.min_blend, self.max_blend, self.step,
+                                self.joints)
+        except TrajectoryError as exc:
+            return PreparedJoin(self, None, exc)
+        return PreparedJoin(self, motion, None)
+
+
+@dataclass(frozen=True)
+class PreparedJoin:
+    """The result of :meth:`JoinRequest.compute`: the joined motion, or why it was refused."""
+
+    request: JoinRequest
+    motion: BlendedMotion | None
+    error: TrajectoryError | None
+
+
 class ExecutorCore:
     """The executor state machine (one active goal; a newer goal preempts at the next tick).
 
@@ -395,7 +448,15 @@ class ExecutorCore:
         self.refused = 0  # goals refused at the seam while the running one continued
         self._active: _Active | None = None
         self._pending: _Active | None = None
-        self._doomed: _Active | None = None  # active goal replaced by an accepted pending one
+        # Off-tick joins (seam blend): the outstanding request for the pending goal, its
+        # result once offered, whether the server must request one (again), the motion
+        # generation (bumped by every motion change and stop) and the last tick's time.
+        self._join: JoinRequest | None = None
+        self._prepared: PreparedJoin | None = None
+        self.join_wanted = False
+        self._generation = 0
+        self._tick_time = -math.inf
+        self.joins = {'prepared': 0, 'stale': 0, 'in_tick': 0}
         self._last: Setpoint | None = None
         self._prev: Setpoint | None = None  # the setpoint before _last, in one unbroken stream
         self._run_continues = False         # whether this tick's setpoint extends that stream
@@ -461,7 +522,8 @@ class ExecutorCore:
         return any(g is not None and g.key == key for g in (self._pending, self._active))
 
     def submit(self, goal: ValidGoal, key: Any) -> None:
-        """Accept a validated goal: it replaces the running goal at the next tick.
+        """Accept a validated goal: it replaces the running goal at the next tick (with an
+        off-tick join, :meth:`join_request`, at its takeover tick).
 
         A goal still pending from before ends PREEMPTED now; the running one ends PREEMPTED at
         the next tick (or when the new one is canceled first).
@@ -474,6 +536,66 @@ class ExecutorCore:
             self._end(self._pending, 'PREEMPTED', f'replaced by sequence {goal.sequence}',
                       goal.received)
         self._pending = _Active(key, goal)
+        self._drop_join()
+        self.join_wanted = False
+
+    def join_request(self, takeover: float) -> JoinRequest | None:
+        """Ask to join the pending goal off the control tick, at the tick ``takeover``.
+
+        With seam ``blend``, while a goal is running (or the last one ran out and its stop and
+        hold still command), the state the running motion will have at ``takeover`` is
+        sampled now and returned in a :class:`JoinRequest`; the caller computes it
+        (:meth:`JoinRequest.compute`, outside its lock) and hands the result to
+        :meth:`offer_join`. Until ``takeover`` the running goal continues; at the first tick
+        at or after it the prepared motion takes over (or the refusal ends the new goal).
+        When the result came too late, or the running motion changed meanwhile (a stop, a
+        hold), it is never used: a late one makes :attr:`join_wanted` true (request again,
+        for a later tick) and a changed motion joins in the tick from the measured state,
+        as after any halt.
+
+        Returns None (the tick joins in place, as without this call) for seam ``splice``, no
+        pending goal, a ``takeover`` not after the last tick, or a goal that starts from the
+        measured state (from rest or after a halt, where nothing running can be predicted).
+        """
+        self.join_wanted = False
+        self._drop_join()
+        p = self._pending
+        if self.config.seam != 'blend' or p is None or not takeover > self._tick_time:
+            return None
+        if not self._continues_motion():
+            return None
+        q, v, a = self.motion.sample(takeover)
+        self._join = JoinRequest(
+            p.key, p.goal.sequence, float(takeover), self._generation, q, v, a, p.goal,
+            self._limits, self.config.blend_time, self.config.max_blend_time,
+            self.config.period / 4.0, self.config.joints)
+        return self._join
+
+    def offer_join(self, prepared: PreparedJoin) -> bool:
+        """Hand over a computed join. Taken only while it is still the pending goal's request,
+        the motion it continues is unchanged and no tick at or after its takeover has run;
+        otherwise dropped (False): a join computed for a tick that passed is never used."""
+        req = prepared.request
+        if req is not self._join or self._pending is None or \
+                self._pending.key != req.key or req.generation != self._generation:
+            return False
+        if not req.takeover > self._tick_time:
+            return False
+        self._prepared = prepared
+        return True
+
+    def _drop_join(self) -> None:
+        self._join = None
+        self._prepared = None
+
+    def _continues_motion(self) -> bool:
+        """Whether a new goal now continues the commanded motion (seam blend): a goal is
+        running, or the last one ran out and its stop and hold are still commanded."""
+        if self.motion is None:
+            return False
+        if self.state == EXECUTING and self._active is not None:
+            return True
+        return self.state == HOLDING and self._ran_out and self.config.idle_output == 'hold'
 
     def cancel(self, key: Any, now: float) -> bool:
         """Cancel goal ``key``; the switch to the stop motion happens here, before returning.
@@ -484,6 +606,8 @@ class ExecutorCore:
         if self._pending is not None and self._pending.key == key:
             self._end(self._pending, 'CANCELED', 'canceled before it started', now)
             self._pending = None
+            self._drop_join()
+            self.join_wanted = False
             if self._active is not None:
                 self._end(self._active, 'PREEMPTED', 'replaced by a goal that was canceled', now)
                 self._active = None
@@ -502,6 +626,8 @@ class ExecutorCore:
             if g is not None:
                 self._end(g, code, message, now)
         self._pending = self._active = None
+        self._drop_join()
+        self.join_wanted = False
         if self.state in (EXECUTING, STOPPING):
             self._stop(now)
 
@@ -517,6 +643,7 @@ class ExecutorCore:
         self.supervise(now)
         if self._pending is not None:
             self._adopt(now)
+        self._tick_time = now
         if self._active is not None:
             self._watchdogs(now)
         setpoint = self._sample(now)
@@ -615,7 +742,8 @@ class ExecutorCore:
                 'last_sequence': '' if self.last_sequence is None else str(self.last_sequence),
                 'late_ticks': str(self.late_ticks), 'ticks': str(self.ticks),
                 'last_error': self.last_error, 'joint_state_age': age,
-                'seam': self.config.seam, 'seam_refusals': str(self.refused)}
+                'seam': self.config.seam, 'seam_refusals': str(self.refused),
+                'seam_joins': ', '.join(f'{k} {v}' for k, v in self.joins.items())}
 
     # ----- internals ----------------------------------------------------------------------
     def _end(self, g: _Active, code: str, message: str, now: float) -> None:
@@ -635,6 +763,7 @@ class ExecutorCore:
         self.motion = motion
         self._motion_changed = True
         self._ran_out = False
+        self._generation += 1
 
     def _stop(self, now: float, at: np.ndarray | None = None) -> None:
         """Switch to the stop motion now (hold at ``at`` or per stop_behavior)."""
@@ -647,6 +776,7 @@ class ExecutorCore:
         if cur is None:
             if self._measured is None:
                 self.motion = None
+                self._generation += 1
                 self.state = IDLE
                 return
             cur = (self._measured.positions, np.zeros(self.n), np.zeros(self.n))
@@ -741,40 +871,72 @@ class ExecutorCore:
         a chunk arriving late continues the command stream, and a refused one leaves the
         stop and hold unchanged. After a halt (cancel, abort, stop) or from idle it starts
         from the measured positions, with the stop motion's velocity and acceleration.
+
+        A join requested off the tick (:meth:`join_request`) is waited for until its takeover
+        tick and used there when it is ready and still continues the commanded motion;
+        one not ready by then is never used late (the goal stays pending, the running motion
+        continues and :attr:`join_wanted` asks for a new one); after a stop meanwhile the
+        goal joins here from the measured state.
         """
+        req, prepared = self._join, self._prepared
+        if self.join_wanted:
+            return          # the caller requests a new off-tick join after this tick
+        if req is not None:
+            if req.generation != self._generation or not self._continues_motion():
+                self._drop_join()    # a stop or hold since: join here from the measured state
+                self.joins['stale'] += 1
+                prepared = None
+            elif now < req.takeover:
+                return               # the running motion continues until the takeover tick
+            elif prepared is None:
+                self._drop_join()    # not ready in time: never used late; ask again
+                self.joins['stale'] += 1
+                self.join_wanted = True
+                return
+        self._drop_join()
         new, self._pending = self._pending, None
         old = self._active
         g = new.goal
         running = self.state == EXECUTING and self.motion is not None and old is not None
         ran_out = (not running and self.state == HOLDING and self._ran_out and
                    self.motion is not None and self.config.idle_output == 'hold')
-        if running or ran_out:
-            q, v, a = self.motion.sample(now)
-        else:
-            q = self._measured_start(new, now)
-            if q is None:
-                return
-            if self.state == STOPPING and self.motion is not None:
-                _, v, a = self.motion.sample(now)
+        if prepared is not None:
+            self.joins['prepared'] += 1
+            if prepared.error is not None:
+                motion, error = None, prepared.error
             else:
-                v, a = np.zeros(self.n), np.zeros(self.n)
-        try:
-            motion = join_chunk(now, q, v, a, g.times, g.positions, g.velocities,
-                                g.accelerations, self._limits, self.config.blend_time,
-                                self.config.max_blend_time, self.config.period / 4.0,
-                                self.config.joints)
-        except TrajectoryError as exc:
+                motion, error = prepared.motion, None
+        else:
+            if running or ran_out:
+                q, v, a = self.motion.sample(now)
+            else:
+                q = self._measured_start(new, now)
+                if q is None:
+                    return
+                if self.state == STOPPING and self.motion is not None:
+                    _, v, a = self.motion.sample(now)
+                else:
+                    v, a = np.zeros(self.n), np.zeros(self.n)
+            self.joins['in_tick'] += 1
+            try:
+                motion, error = join_chunk(
+                    now, q, v, a, g.times, g.positions, g.velocities, g.accelerations,
+                    self._limits, self.config.blend_time, self.config.max_blend_time,
+                    self.config.period / 4.0, self.config.joints), None
+            except TrajectoryError as exc:
+                motion, error = None, exc
+        if error is not None:
             if running:
                 self.refused += 1
-                self._end(new, exc.code, f'refused at the seam, sequence {old.goal.sequence} '
-                          f'continues: {exc}', now)
+                self._end(new, error.code, f'refused at the seam, sequence {old.goal.sequence} '
+                          f'continues: {error}', now)
                 return
             if ran_out:
                 self.refused += 1
-                self._end(new, exc.code, f'refused at the seam, the stop and hold after '
-                          f'the last goal continue: {exc}', now)
+                self._end(new, error.code, f'refused at the seam, the stop and hold after '
+                          f'the last goal continue: {error}', now)
                 return
-            self._end(new, exc.code, str(exc), now)
+            self._end(new, error.code, str(error), now)
             self._stop(now)
             return
         if old is not None:

@@ -12,11 +12,22 @@ go out. The node spins on ONE executor thread (rclpy's multi-threaded executor d
 joint_states by up to 0.25 s on a loaded 2-core machine: benchmarks/bench_executors.py).
 Execute callbacks are coroutines: each awaits its goal's outcome, a future the control thread
 completes (and then wakes the executor).
+
+Seam ``blend`` joins a new goal off the control tick: on acceptance the server predicts the
+control tick at which the new motion takes over (the next tick of the control grid after the
+join's recent latency), the core samples the running (deterministic) motion there, and the
+``seam_joiner`` thread computes the Ruckig join without the lock; the tick only switches to the
+ready motion. A join not ready by its takeover tick is never used late: the running goal
+continues and the join is requested again for a later tick, with the lead grown to the latency
+just seen; after a stop meanwhile the goal joins in the tick from the measured state, as after
+any halt (core/executor.py, ``ExecutorCore.join_request``).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import math
 import sys
 import threading
 import time
@@ -42,7 +53,9 @@ from egoroll_ros.core.executor import (
     STOPPING,
     ExecutorConfig,
     ExecutorCore,
+    JoinRequest,
     Outcome,
+    PreparedJoin,
     Setpoint,
     TickResult,
     source_error,
@@ -204,6 +217,14 @@ class TrajectoryServer(Node):
         self._submitted: set[bytes] = set()  # goals handed to the core
         self._early_cancel: set[bytes] = set()  # canceled before their execute callback ran
         self._clock_offset: float | None = None
+        # Off-tick joins (seam blend): the control grid (t0, period) once the loop runs, the
+        # latest request for the joiner thread (with the time it was made) and the recent
+        # request-to-offer latencies that set the takeover lead.
+        self._grid: tuple[float, float] | None = None
+        self._join_cv = threading.Condition()
+        self._join_next: tuple[JoinRequest, float] | None = None
+        self._join_asked = 0.0
+        self._join_latency: collections.deque[float] = collections.deque(maxlen=16)
 
         cmd_type = {'joint_state': JointState, 'float64_multi_array': Float64MultiArray,
                     'joint_trajectory': JointTrajectory}[self.interface]
@@ -241,6 +262,9 @@ class TrajectoryServer(Node):
             cancel_callback=self._on_cancel)
 
         self._running = True
+        self._joiner = threading.Thread(target=self._join_loop, name='seam_joiner', daemon=True)
+        if self.config.seam == 'blend':
+            self._joiner.start()
         self._thread = threading.Thread(target=self._control_loop, name='control_loop',
                                         daemon=True)
         self._thread.start()
@@ -306,6 +330,7 @@ class TrajectoryServer(Node):
                 self._waiters[key] = waiter
                 self.core.submit(goal, key)
                 self._submitted.add(key)
+                self._request_join(time.monotonic())
         except TrajectoryError as exc:
             if exc.code == 'CANCELED':
                 await self._finish_canceled(goal_handle)
@@ -382,10 +407,54 @@ class TrajectoryServer(Node):
         if outcomes:
             wake_executor(self)
 
+    # ----- off-tick joins (seam blend) ---------------------------------------------------
+    def _join_lead(self) -> float:
+        """How far ahead of now the takeover tick is put: 1.5x the longest of the recent
+        request-to-offer latencies, at least two control periods (20 ms before any)."""
+        period = self.config.period
+        if not self._join_latency:
+            return max(2.0 * period, 0.02)
+        return max(2.0 * period, 1.5 * max(self._join_latency))
+
+    def _request_join(self, now: float) -> None:
+        """Ask the core for an off-tick join of the pending goal at a predicted control tick
+        and hand it to the joiner thread (called with the lock held)."""
+        if self.config.seam != 'blend' or self._grid is None:
+            return
+        t0, period = self._grid
+        k = math.ceil((now + self._join_lead() - t0) / period)
+        req = self.core.join_request(t0 + k * period)   # the control loop's own deadline
+        if req is None:
+            return
+        with self._join_cv:
+            self._join_next = (req, now)
+            self._join_asked = now
+            self._join_cv.notify()
+
+    def _join_loop(self) -> None:
+        """The seam_joiner thread: compute each requested join without the lock, offer it."""
+        while True:
+            with self._join_cv:
+                while self._join_next is None and self._running:
+                    self._join_cv.wait()
+                if not self._running:
+                    return
+                (req, asked), self._join_next = self._join_next, None
+            try:
+                prepared = req.compute()
+            except Exception as exc:  # noqa: BLE001 - fail closed: the new goal is refused
+                prepared = PreparedJoin(req, None, TrajectoryError(
+                    'INVALID_GOAL', f'the join failed: {type(exc).__name__}: {exc}'))
+            with self._lock:   # (the latencies are read and written under the lock only)
+                self.core.offer_join(prepared)
+                self._join_latency.append(time.monotonic() - asked)
+
     # ----- the control loop ---------------------------------------------------------------
     def _control_loop(self) -> None:
         period = self.config.period
         t0 = time.monotonic()
+        with self._lock:
+            self._grid = (t0, period)
         k = 0
         while self._running:
             deadline = t0 + k * period
@@ -432,6 +501,11 @@ class TrajectoryServer(Node):
             self.core.note_deadline(t, missed)
             res = self.core.tick(t)
             self._publish(res, t, ros_now)
+            if self.core.join_wanted:
+                # The join came too late for its tick: at least this long, then ask again.
+                mono = time.monotonic()
+                self._join_latency.append(mono - self._join_asked)
+                self._request_join(mono)
             n = self.core.ticks
             motion = self.core.motion
             state, active = self.core.state, self.core.active_sequence
@@ -523,7 +597,11 @@ class TrajectoryServer(Node):
         if not self._running:
             return
         self._running = False
+        with self._join_cv:
+            self._join_cv.notify_all()
         self._thread.join(timeout=2.0)
+        if self._joiner.is_alive():
+            self._joiner.join(timeout=2.0)
         with self._lock:
             self.core.halt(time.monotonic(), 'SHUTDOWN', 'the server is shutting down')
             outcomes = self.core.take_outcomes()

@@ -529,3 +529,34 @@ def test_executor_state_reports_the_commanded_velocity_and_acceleration(ros_grap
     idx = [i for i in range(1, len(ts) - 1) if even[i - 1] and even[i]]
     fd = np.array([(q[i + 1] - 2 * q[i] + q[i - 1]) / 1e-4 for i in idx])
     np.testing.assert_allclose(fd, a[idx], atol=0.5 * 500.0 * 0.01)   # jerk x dt
+
+
+def test_seam_blend_joins_each_new_goal_off_the_control_tick_without_a_step(ros_graph):
+    # A chunk stream on one smooth path (a goal every ~0.1 s, each 1 s long): every goal after
+    # the first is joined by the seam_joiner thread at a predicted tick (the first, from rest,
+    # in the tick), and the executor's own per-setpoint velocity/acceleration checks pass at
+    # every takeover (any step would end the goal LIMIT_VIOLATED).
+    rig = Rig(ros_graph, server={'seam': 'blend', 'max_jerk': [500.0] * 3, 'blend_time': 0.1,
+                                 'max_blend_time': 0.4})
+    core = rig.server.core
+    t_start = rig.now()
+
+    def path(t):
+        return 0.15 * np.sin(1.5 * (t - t_start))
+
+    handles = []
+    for i in range(6):
+        now = rig.now()
+        times = np.arange(1, 21) * 0.05
+        handles.append(rig.send(rig.goal(times, [[path(now + t)] * 3 for t in times])))
+        wait_until(lambda n=i + 1: core.joins['prepared'] + core.joins['in_tick'] == n, 5.0,
+                   f'goal {i + 1} adopted')
+        adopted = rig.now()
+        rig.commanded.wait_for(lambda m, t=adopted: time_to_sec(m.header.stamp) > t + 0.08,
+                               5.0)
+    results = [rig.result(h) for h in handles]
+    codes = [r.error_code for r in results]
+    assert codes == [R.PREEMPTED] * 5 + [R.SUCCESSFUL], [r.error_string for r in results]
+    assert core.joins['in_tick'] == 1 and core.joins['prepared'] == 5, core.joins
+    assert core.refused == 0
+    _assert_continuous(rig.commanded_since(t_start))
