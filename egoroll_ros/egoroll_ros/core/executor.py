@@ -957,9 +957,13 @@ class ExecutorCore:
             self._active = None
             self._stop(now)
             return
-        if cfg.command_timeout > 0.0 and now - self._active.goal.received > cfg.command_timeout:
+        # The newest goal counts, pending or not: one waiting for its off-tick join's takeover
+        # tick has arrived (the policy is alive), it just has not taken over yet.
+        newest = self._active.goal.received if self._pending is None else \
+            max(self._active.goal.received, self._pending.goal.received)
+        if cfg.command_timeout > 0.0 and now - newest > cfg.command_timeout:
             self._end(self._active, 'COMMAND_TIMEOUT', f'no new goal for '
-                      f'{now - self._active.goal.received:.3f} s (command_timeout '
+                      f'{now - newest:.3f} s (command_timeout '
                       f'{cfg.command_timeout:g} s); holding', now)
             self._active = None
             self._stop(now)

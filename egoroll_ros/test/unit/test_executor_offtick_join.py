@@ -180,3 +180,15 @@ def test_no_off_tick_join_from_rest_for_splice_or_for_a_past_tick():
     rng = _running(rig)
     _next_chunk(rig, rng)
     assert rig.core.join_request(rig.t) is None                     # that tick ran
+
+
+def test_a_goal_waiting_for_its_takeover_tick_keeps_the_command_timeout_fed():
+    # command_timeout counts from the newest goal: one pending for its off-tick join has
+    # arrived, so the running goal is not aborted COMMAND_TIMEOUT while it waits.
+    rig = Rig(**BLEND, command_timeout=0.35)
+    rng = _running(rig, 7, n=60)             # goal 1 received 0.3 s ago
+    _next_chunk(rig, rng)
+    takeover = _tick_after(rig, 10)          # 0.1 s away: goal 1 is then 0.4 s old
+    assert rig.core.offer_join(rig.core.join_request(takeover).compute())
+    rig.run(10 * DT)
+    assert rig.codes() == [(1, 'PREEMPTED')], rig.outcomes
