@@ -281,6 +281,21 @@ def main() -> int:
     use_private_domain()
     tmp = Path(tempfile.mkdtemp(prefix='bench_executor_'))
     sim = None if args.sim_in_process else start_sim_process(tmp)
+    # The sim process runs in a session of its own: stop it however this process ends
+    # (an exception, Ctrl-C, or `timeout`'s SIGTERM), or it goes on publishing.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        return _run(args, sim)
+    finally:
+        if sim is not None and sim.poll() is None:
+            os.killpg(sim.pid, signal.SIGINT)
+            try:
+                sim.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(sim.pid, signal.SIGKILL)
+
+
+def _run(args: argparse.Namespace, sim: subprocess.Popen | None) -> int:
     sys.setswitchinterval(ts.SWITCH_INTERVAL)  # as trajectory_server's main() does
     where = 'in this process' if args.sim_in_process else 'in its own process'
     print(f'# bench_executor: {args.seconds:g} s per rate; server, rclpy timer and action '
@@ -323,9 +338,6 @@ def main() -> int:
                   f'p99 {p99:.2f} max {mx:.2f}')
     if 'seam_join' in args.sections:
         seam_join_section(args.rates, args.seam_seconds, args.sim_in_process)
-    if sim is not None:
-        os.killpg(sim.pid, signal.SIGINT)
-        sim.wait(10)
     print(f'# load average at end {os.getloadavg()[0]:.2f}')
     return 0
 
