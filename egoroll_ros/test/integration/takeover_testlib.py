@@ -136,10 +136,9 @@ def call(client, timeout=15.0):  # noqa: ANN001
 
 
 
-def start_takeover_graph(launcher, camera_rate: float = 0.0) -> None:  # noqa: ANN001
-    """Start the four nodes of the takeover graph (each waited for, never a fixed sleep), and
-    with ``camera_rate`` > 0 the simulated scene camera (``camera/scene/image_raw``) at that
-    rate too."""
+def start_cartesian_robot(launcher) -> tuple[str, str]:  # noqa: ANN001
+    """Start the robot half of the Cartesian demo graph (sim_robot, trajectory_server and the
+    Cartesian safety_gate, each waited for); returns the config directory and the URDF path."""
     from ament_index_python.packages import get_package_share_directory
 
     share = get_package_share_directory('egoroll_ros')
@@ -155,6 +154,14 @@ def start_takeover_graph(launcher, camera_rate: float = 0.0) -> None:  # noqa: A
                    params={'urdf_path': urdf, **LOADED_MACHINE_GATE},
                    wait_subscriptions=['policy/chunk'], wait_publishers=['safety/verdict'],
                    timeout=START_TIMEOUT)
+    return cfg, urdf
+
+
+def start_takeover_graph(launcher, camera_rate: float = 0.0) -> None:  # noqa: ANN001
+    """Start the four nodes of the takeover graph (each waited for, never a fixed sleep), and
+    with ``camera_rate`` > 0 the simulated scene camera (``camera/scene/image_raw``) at that
+    rate too."""
+    cfg, urdf = start_cartesian_robot(launcher)
     launcher.start('policy_node', 'policy_node',
                    params_files=[f'{cfg}/policy_node_cartesian.yaml'],
                    # teleop at the policy's 10 Hz, chunks held 1 s: on the loaded 2-core test

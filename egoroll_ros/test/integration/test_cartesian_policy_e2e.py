@@ -16,6 +16,7 @@ import pytest
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
 from std_srvs.srv import Trigger
+from takeover_testlib import START_TIMEOUT, start_cartesian_robot
 import yaml
 
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
@@ -27,12 +28,6 @@ from egoroll_ros.sim.demo_task import DEMO_JOINTS, HOME, demo_urdf_path
 from egoroll_ros.testing import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-# s per node start-up: generous, the shared test machines are often loaded (load average 6
-# on 2 cores seen), and a start-up is waiting for discovery, not a fixed sleep.
-START_TIMEOUT = 90.0
-# Staleness limits widened for the loaded machine (as the stop e2e test does): this test is
-# about the Cartesian path, not about timing; every other value is the shipped config's.
-LOADED_MACHINE_GATE = {'max_joint_state_age': 0.5, 'max_chunk_age': 1.0}
 
 
 def _call(node, client, timeout=15.0):
@@ -48,22 +43,7 @@ class graph_ns:  # noqa: N801 - a namespace for the fixture's extra collectors
 @pytest.fixture
 def graph(ros_graph, launcher):
     graph = graph_ns
-    from ament_index_python.packages import get_package_share_directory
-
-    share = get_package_share_directory('egoroll_ros')
-    cfg = f'{share}/config'
-    urdf = f'{share}/urdf/demo_arm.urdf'
-    launcher.start('sim_robot', 'sim_robot', params_files=[f'{cfg}/sim_robot.yaml'],
-                   params={'urdf_path': urdf, 'initial_positions': list(HOME)},
-                   wait_publishers=['joint_states'], timeout=START_TIMEOUT)
-    launcher.start('trajectory_server', 'trajectory_server',
-                   params_files=[f'{cfg}/trajectory_server.yaml'],
-                   wait_actions=['execute_trajectory'], timeout=START_TIMEOUT)
-    launcher.start('safety_gate', 'safety_gate',
-                   params_files=[f'{cfg}/safety_gate_cartesian.yaml'],
-                   params={'urdf_path': urdf, **LOADED_MACHINE_GATE},
-                   wait_subscriptions=['policy/chunk'], wait_publishers=['safety/verdict'],
-                   timeout=START_TIMEOUT)
+    cfg, _ = start_cartesian_robot(launcher)
     launcher.start('policy_node', 'policy_node',
                    params_files=[f'{cfg}/policy_node_cartesian.yaml'],
                    params={'max_age.joint_states': 0.5},
