@@ -17,11 +17,9 @@ publishing zero or foreign stamps would otherwise shift every chunk).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import math
-import re
 import sys
 import threading
 import time
@@ -47,7 +45,7 @@ from std_srvs.srv import Trigger
 
 from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, RolloutStatus
 from egoroll_ros.core.action_space import ActionSpace
-from egoroll_ros.core.aggregation import AGGREGATIONS, AggregationConfig, ChunkAggregator
+from egoroll_ros.core.aggregation import AggregationConfig, ChunkAggregator
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
@@ -67,9 +65,9 @@ from egoroll_ros.core.observation import (
 from egoroll_ros.core.policy import (
     Policy,
     PolicyError,
-    RtcRequest,
 )
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
+from egoroll_ros.core.rtc import DELAY_WINDOW, RunningChunk, check_rtc_config, check_rtc_policy
 from egoroll_ros.core.step import Step, rollout_step
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import (
@@ -92,194 +90,15 @@ from egoroll_ros.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsUpdat
 from egoroll_ros.ros.gate_stop import CONFIRMED, NO_GATE, NOT_CONFIRMED, GateStop, StopReport
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
-from egoroll_ros.ros.params import Param, declare_params, watch_live
+from egoroll_ros.ros.params import declare_params, watch_live
 from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.policy_params import PARAMS
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.ros.runner import run_node, wait_for
-from egoroll_ros.ros.takeover import PARAMS as TAKEOVER_PARAMS
 from egoroll_ros.ros.takeover import TakeoverHook
-
-_HEX64 = re.compile(r'^[0-9a-f]{64}$')
-
-
-def _fp_ok(v: str) -> str | None:
-    return None if v == '' or _HEX64.match(v) else 'must be empty or 64 lowercase hex digits'
-
-
-def _device_ok(v: str) -> str | None:
-    return None if re.match(r'^(cpu|mps|cuda(:\d+)?)$', v) else \
-        'must be cpu, cuda, cuda:N or mps'
-
-
-def _pairs_ok(v: list[str]) -> str | None:
-    bad = [x for x in v if x.count('=') != 1 or not all(x.split('='))]
-    return f"entries must be 'key=camera', not {bad}" if bad else None
-
-
-PARAMS = [
-    Param('joints', 'str[]', None, 'Controlled joints, in order = state and action columns.',
-          read_only=True),
-    Param('continuous_joints', 'str[]', [], 'Joints without limits (subset of joints) whose '
-          'chunk targets are unwrapped relative to the measured state.', read_only=True),
-    Param('policy.backend', str, 'egoroll_act', "Backend: an 'egoroll_ros.policies' entry "
-          "point (exported, egoroll_act, lerobot, ...) or 'package.module:Class'.",
-          read_only=True),
-    Param('policy.path', str, '', 'Checkpoint directory; empty: the installed demo policy '
-          '(share/egoroll_ros/policies/demo).', read_only=True),
-    Param('policy.expected_fingerprint', str, '', 'sha256 the checkpoint must have; empty: '
-          'not checked (a warning is logged).', read_only=True, validate=_fp_ok),
-    Param('policy.isolated', bool, False, 'Run the backend in a separate Python process.',
-          read_only=True),
-    Param('policy.python_executable', str, '', 'Interpreter of the isolated process (another '
-          "venv's bin/python); empty: the backend's managed runtime (lerobot: built by "
-          "'egoroll runtime lerobot'), else this one.", read_only=True),
-    Param('policy.request_timeout', float, 2.0, 'Isolated: seconds allowed per inference.',
-          min=0.001, max=600.0, read_only=True),
-    Param('policy.load_timeout', float, 120.0, 'Isolated: seconds allowed to load.',
-          min=0.1, max=3600.0, read_only=True),
-    Param('policy.num_threads', int, 0, 'torch intra-op threads of the backend (in the worker '
-          'process when isolated; 0: torch default).', min=0, max=256, read_only=True),
-    Param('policy.device', str, 'cpu', 'Inference device: cpu, cuda, cuda:N or mps; one that '
-          'is not available is refused (never silently the CPU).', read_only=True,
-          validate=_device_ok),
-    Param('policy.step_period', float, 0.0, 'Seconds between chunk points; 0: from the '
-          'checkpoint (lerobot: train_config.json env.fps; refused when it has none). Set and '
-          'different from the checkpoint: refused.', min=0.0, max=60.0, read_only=True),
-    Param('policy.task', str, '', 'Language instruction for language-conditioned policies '
-          '(lerobot: required when the preprocessor tokenizes a task).', read_only=True),
-    Param('policy.camera_map', 'str[]', [], "lerobot: 'key=camera' pairs feeding the "
-          "checkpoint's observation.images.<key> from configured camera <camera> (unlisted "
-          'keys: the camera of the same name).', read_only=True, validate=_pairs_ok),
-    Param('policy.environment_state', 'str[]', [], 'lerobot: inputs (quest.grip, '
-          'quest.trigger, quest.left_pose, quest.right_pose) concatenated, in order, into '
-          'observation.environment_state.', read_only=True),
-    Param('policy.rtc', bool, False, 'Real-time chunking by the policy itself (LeRobot RTC for '
-          'flow-matching policies: pi0, pi05, smolvla...): each inference passes the unexecuted '
-          'rest of the chunk the executor runs (from executor/state, else the last published) '
-          'and the inference delay in steps (max of the last 10 latencies / step period), so '
-          'the policy inpaints the seam. A policy without it is refused at configure, and so '
-          'is RTC with aggregation.*. Policies that do not do RTC never receive it.',
-          read_only=True),
-    Param('policy.rtc_execution_horizon', int, 0, "lerobot RTC: execution horizon (steps); 0: "
-          "LeRobot's default.", min=0, max=10000, read_only=True),
-    Param('cameras.names', 'str[]', [], 'Camera names; camera <n> is read from '
-          'camera/<n>/image_raw (or .../image_raw/compressed).', read_only=True),
-    Param('cameras.heights', 'int[]', [], 'Expected frame height of each camera (pixels).',
-          min=1, max=16384, read_only=True),
-    Param('cameras.widths', 'int[]', [], 'Expected frame width of each camera (pixels).',
-          min=1, max=16384, read_only=True),
-    Param('cameras.compressed', 'bool[]', [], 'Per camera: subscribe to the compressed topic '
-          '(empty: all raw).', read_only=True),
-    Param('query_frequency', float, 10.0, 'Inferences per second while running (Hz).',
-          min=0.1, max=1000.0, read_only=True),
-    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
-          'how long its header stamp may stay put and its frame stay identical.',
-          min=0.001, max=60.0, read_only=False),
-    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
-          'its header stamp may stay put.', min=0.001,
-          max=60.0, read_only=False),
-    Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
-          min=0.001, max=60.0, read_only=False),
-    Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
-          "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
-          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0,
-          read_only=False),
-    Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
-          min=0.1, max=3600.0, read_only=True),
-    Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
-          min=5.0, max=100.0, read_only=True),
-    Param('gate.stop_service', str, 'safety/stop', 'The safety gate service every stop (policy/'
-          'stop, the Quest toggle, deactivate, a fault) calls, so the running chunk is canceled '
-          'and the gate forwards nothing until a new preflight; policy/stop answers success, '
-          'and a deactivate completes, only once the gate confirmed the hold or it is known '
-          'that it did not. Empty: no gate (stop only stops publishing; a warning is logged).',
-          read_only=True),
-    Param('gate.stop_timeout', float, 2.0, 'Seconds a stop waits for the gate to confirm the '
-          'hold; longer: the stop is reported NOT confirmed (policy/stop fails; deactivate '
-          'completes with the error in the log, policy/status and /diagnostics).', min=0.01,
-          max=60.0, read_only=True),
-    Param('gate.require_preflight_acceptance', bool, True, 'policy/start (and the Quest '
-          "toggle) needs the safety gate's ACCEPTED verdict (safety/verdict) on the preflight's "
-          'shadow chunk. False: a passing preflight alone allows a start (a warning is '
-          'logged).', read_only=True),
-    Param('gate.verdict_timeout', float, 3.0, 'Seconds policy/preflight waits for the '
-          "safety gate's verdict on its shadow chunk (with gate.require_preflight_acceptance): "
-          'the preflight succeeds only once the gate accepted it, and fails (start stays '
-          'refused) when it rejects it or does not answer in time.', min=0.01, max=60.0,
-          read_only=True),
-    Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
-          'manager needed).', read_only=True),
-    Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
-          'start/stop; -1 disables.', min=-1, max=255, read_only=True),
-    Param('quest.debounce_time', float, 0.05, 'Seconds the button must be stable.', min=0.0,
-          max=2.0, read_only=True),
-    Param('quest.grip_axes', 'int[]', [-1, -1], 'Joy axes of the left and right grip values '
-          '(-1: none).', min=-1, max=255, read_only=True),
-    Param('quest.trigger_axes', 'int[]', [-1, -1], 'Joy axes of the left and right trigger '
-          'values (-1: none).', min=-1, max=255, read_only=True),
-    Param('frame_id', str, '', 'header.frame_id of published chunks.', read_only=True),
-    # Chunk aggregation and latency-aware chunking (core/aggregation.py); joint policies only.
-    Param('aggregation.mode', str, 'none', 'none | temporal_ensemble (ACT: exp(-m i) weights '
-          'over every overlapping prediction, oldest first) | weighted_average (LeRobot async '
-          'inference: old_weight x published + (1 - old_weight) x new on the overlap) | keep '
-          '(keep keep_points of the running chunk, replace the rest).',
-          choices=AGGREGATIONS, read_only=True),
-    Param('aggregation.ensemble_coefficient', float, 0.01, "temporal_ensemble: ACT's m "
-          '(per inference).', min=0.0, max=100.0, read_only=True),
-    Param('aggregation.old_weight', float, 0.3, 'weighted_average: weight of the published '
-          'chunk (LeRobot: 0.3).', min=0.0, max=1.0, read_only=True),
-    Param('aggregation.keep_points', int, 0, 'keep: points of the running chunk kept.',
-          min=0, max=10000, read_only=True),
-    Param('aggregation.pin_latency', bool, False, 'Pin the points due before the chunk lands '
-          '(inference latency + pin_margin) to the running chunk, as real-time chunking does; '
-          'report when inference is slower than the overlap.', read_only=True),
-    Param('aggregation.pin_margin', float, 0.0, 'Seconds after publishing that a chunk is '
-          'expected to reach the executor (transport and gate).', min=0.0, max=10.0,
-          read_only=True),
-    Param('aggregation.blend_points', int, 0, 'Points after a pinned or kept prefix that ramp '
-          'linearly from the running chunk to the new one.', min=0, max=10000, read_only=True),
-    Param('markers.frames', 'str[]', [], 'End-effector frames whose predicted path (forward '
-          'kinematics of each joint chunk) is drawn on policy/markers; the robot model comes '
-          'from urdf_path, else robot_description. Empty: only the status text is drawn.',
-          read_only=True),
-    # Cartesian policies (docs/cartesian.md); ignored by joint policies.
-    Param('cartesian.arms', 'str[]', [], 'Arms a Cartesian policy drives (names as in the '
-          "policy's layout and the gate's cartesian_arms); empty: Cartesian policies are "
-          'refused.', read_only=True),
-    Param('cartesian.ee_frames', 'str[]', [], 'End-effector frame of each arm (URDF frame).',
-          read_only=True),
-    Param('cartesian.gripper_joints', 'str[]', [], "Gripper joint of each arm ('' for none; "
-          'empty list: none), for the measured gripper value in an end-effector pose state.',
-          read_only=True),
-    Param('urdf_path', str, '', 'URDF file (or package://<pkg>/<path>) for forward kinematics '
-          'of end-effector pose state, the base frame name and fixed camera frames. Empty '
-          'with cartesian.arms set: the robot_description topic (configure waits for it).',
-          read_only=True),
-    Param('cartesian.camera_frames', 'str[]', [], 'Camera frames not in the URDF whose pose in '
-          'the base frame is given by cartesian.camera_poses.', read_only=True),
-    Param('cartesian.camera_poses', 'float[]', [], 'Pose of each camera frame in the base '
-          'frame: 7 values per frame (x y z m, qx qy qz qw).', read_only=True),
-    Param('cartesian.convention.reference_rotation', 'float[]', [], 'Frame convention '
-          '(T_hw = L T_ds R) L rotation, 9 values row-major; empty: identity. Only when the '
-          'policy declares no convention.', read_only=True),
-    Param('cartesian.convention.reference_translation', 'float[]', [], 'L translation (m, 3 '
-          'values); empty: zero.', read_only=True),
-    Param('cartesian.convention.ee_rotation', 'float[]', [], 'R rotation (dataset -> hardware '
-          'end-effector axes), 9 values row-major; empty: identity.', read_only=True),
-    Param('cartesian.convention.ee_translation', 'float[]', [], 'R translation (m, 3 values); '
-          'empty: zero.', read_only=True),
-    Param('cartesian.convention.gripper_scale', float, 1.0, 'Gripper: hardware = offset + '
-          'scale x dataset value.', read_only=True),
-    Param('cartesian.convention.gripper_offset', float, 0.0, 'Gripper offset (m or rad).',
-          read_only=True),
-    # Human takeover from the Quest (ros/takeover.py, docs/takeover.md).
-    *TAKEOVER_PARAMS,
-]
 
 _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 _DEACTIVATED = 'deactivated (lifecycle): activate to allow preflight/start'
-#: policy.rtc: executor/state older than this (s, steady) is not used; the node's own clock is.
-RTC_EXECUTOR_STATE_AGE = 0.5
 
 
 class PolicyNode(LifecycleNode):
@@ -323,13 +142,9 @@ class PolicyNode(LifecycleNode):
         self.last_latency = math.nan
         self.last_skip_reason = ''
         self.timing: list[tuple[float, float]] = []  # (assembly s, total s), last 1000
-        # Real-time chunking (policy.rtc): the chunks published in this rollout (sequence,
-        # observation stamp, points), the executor's last executor/state (steady receipt
-        # time, active sequence, state) and what the last inference was told.
-        self._rtc_chunks: collections.deque[tuple[int, float, int]] = \
-            collections.deque(maxlen=8)
-        self._executor_state: tuple[float, int, str] | None = None
-        self.last_rtc = 'off'
+        # Real-time chunking (policy.rtc): the chunks published in this rollout and the
+        # executor's last executor/state, from which each inference is told what runs.
+        self.rtc = RunningChunk()
         self._debounce = ButtonDebouncer(self.p['quest.debounce_time'])
         self._closing = False
         self._wake = threading.Event()
@@ -512,23 +327,18 @@ class PolicyNode(LifecycleNode):
             from ament_index_python.packages import get_package_share_directory
             path = get_package_share_directory('egoroll_ros') + '/policies/demo'
         setup = self.setup
-        if p['policy.rtc']:
-            if self.aggregator.config.active:
-                raise ConfigError("parameters 'policy.rtc' and 'aggregation.*': real-time "
-                                  'chunking inpaints the seam in the policy; aggregation '
-                                  '(mode, pin_latency) would rewrite its chunk: choose one')
-            if setup.cartesian is not None:
-                raise ConfigError("parameter 'policy.rtc': joint policies only (this "
-                                  'configuration is Cartesian)')
+        check_rtc_config(p['policy.rtc'], self.aggregator.config.active,
+                         setup.cartesian is not None)
         if self._needs_description and self._description is not None:
             setup = dataclasses.replace(setup, cartesian=dataclasses.replace(
                 setup.cartesian, urdf_text=self._description))
         loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
                              prepare=prepare_image)
-        if p['policy.rtc'] and loaded.policy.metadata.time_from_start is not None:
+        try:
+            check_rtc_policy(p['policy.rtc'], loaded.policy.metadata)
+        except ConfigError:
             loaded.policy.close()
-            raise ConfigError("parameter 'policy.rtc': the policy gives its own "
-                              'time_from_start; RTC aligns chunks by the step period only')
+            raise
         if p['policy.rtc']:
             self.get_logger().info('real-time chunking: each inference passes the running '
                                    "chunk's unexecuted points and the inference delay")
@@ -663,7 +473,7 @@ class PolicyNode(LifecycleNode):
         return cb
 
     def _on_executor_state(self, msg: ExecutorState) -> None:
-        self._executor_state = (time.monotonic(), int(msg.active_sequence), str(msg.state))
+        self.rtc.executor(time.monotonic(), msg.active_sequence, msg.state)
 
     def _on_joint_states(self, msg: JointState) -> None:
         now = time.monotonic()
@@ -877,7 +687,7 @@ class PolicyNode(LifecycleNode):
                 self._reset_generation = -1
                 deadline = now  # first step of a new rollout right away
                 self.aggregator.reset()
-                self._rtc_chunks.clear()
+                self.rtc.clear()
                 try:
                     self.policy.reset()
                 except EgorollError as exc:
@@ -900,13 +710,15 @@ class PolicyNode(LifecycleNode):
 
     def _infer(self, shadow: bool = False, rtc: bool = False) -> Step | str:
         """One rollout step on the latest inputs: the step, or a skip reason (``rtc``: with
-        the real-time chunking guidance of :meth:`_rtc_request`).
+        the real-time chunking guidance of :class:`~egoroll_ros.core.rtc.RunningChunk`).
 
         Raises:
             PolicyError: inference failed.
         """
         stamp = self.get_clock().now().nanoseconds * 1e-9
-        guidance = self._rtc_request(stamp) if rtc else None
+        guidance = self.rtc.request(
+            stamp, self.policy.metadata.step_period, time.monotonic(),
+            [total for _, total in self.timing[-DELAY_WINDOW:]]) if rtc else None
         try:
             step = rollout_step(self.builder, self.inputs, self.space, time.monotonic(),
                                 stamp, shadow=shadow, rtc=guidance)
@@ -918,42 +730,6 @@ class PolicyNode(LifecycleNode):
         if len(self.timing) > 1000:
             del self.timing[:500]
         return step
-
-    def _rtc_request(self, stamp: float) -> RtcRequest | None:
-        """Real-time chunking guidance for an observation stamped ``stamp`` (policy.rtc).
-
-        The running chunk is the one executor/state names (fresh within 0.5 s and executing
-        one of this rollout's chunks; executing another goal or holding: none); without a
-        fresh executor/state, by this node's own clock, the last chunk it published. Its
-        points due at or before ``stamp`` (it steps every step period from its own stamp) are
-        executed; the inference delay is the longest of the last 10 inference latencies in
-        steps, rounded up (as LeRobot's RTC engine takes it).
-        """
-        if not self.p['policy.rtc'] or not self._rtc_chunks:
-            self.last_rtc = 'no chunk published yet in this rollout'
-            return None
-        period = self.policy.metadata.step_period
-        ex = self._executor_state
-        if ex is not None and time.monotonic() - ex[0] < RTC_EXECUTOR_STATE_AGE:
-            running = next((c for c in self._rtc_chunks if ex[2] == 'executing' and
-                            c[0] == ex[1]), None)
-            source = 'executor/state'
-        else:
-            running, source = self._rtc_chunks[-1], 'own clock'
-        if running is None:
-            self.last_rtc = f'no chunk of this rollout running ({source}: {ex[2]}, ' \
-                f'sequence {ex[1]})'
-            return None
-        seq, prefix_stamp, points = running
-        executed = max(0, round((stamp - prefix_stamp) / period))
-        if executed >= points:
-            self.last_rtc = f'chunk {seq} ({source}) is fully executed'
-            return None
-        recent = [total for _, total in self.timing[-10:]]
-        delay = math.ceil(max(recent) / period - 1e-9) if recent else 0
-        self.last_rtc = (f'chunk {seq} ({source}): {points - executed} points left, '
-                         f'inference delay {delay} steps')
-        return RtcRequest(prefix_stamp, executed, delay)
 
     def _step(self, gen: int) -> None:
         try:
@@ -985,8 +761,7 @@ class PolicyNode(LifecycleNode):
 
         seq = self.sm.publish_if_current(gen, publish)
         if seq is not None and not msg.shadow and isinstance(out.chunk, Chunk):
-            self._rtc_chunks.append((seq, float(out.chunk.stamp),
-                                     len(out.chunk.trajectory.times)))
+            self.rtc.published(seq, out.chunk.stamp, len(out.chunk.trajectory.times))
         if seq is not None:
             # RViz only, after the chunk is out (never delays or gates a chunk).
             obs = out.observation
@@ -1099,7 +874,7 @@ class PolicyNode(LifecycleNode):
                   ('inferences_skipped', st.inferences_skipped),
                   ('last_inference_latency', st.last_inference_latency),
                   ('aggregation', self.aggregator.config.mode),
-                  ('rtc', self.last_rtc if self.p['policy.rtc'] else 'off'),
+                  ('rtc', self.rtc.last if self.p['policy.rtc'] else 'off'),
                   ('overlap_underruns', self.aggregator.underruns)]
         values += [(f'age {n}', f'{a:.3f}')
                    for n, a in zip(st.input_names, st.input_ages, strict=True)]
