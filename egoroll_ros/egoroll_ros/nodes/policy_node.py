@@ -8,7 +8,11 @@ rollout (only after a passing preflight within ``preflight_validity`` s); ``poli
 it. Inference runs in one dedicated worker thread at ``query_frequency`` with absolute
 deadlines, never in a callback. The logic lives in the pure cores
 (:mod:`egoroll_ros.core.observation`, :mod:`egoroll_ros.core.rollout`,
-:mod:`egoroll_ros.core.debounce`, :mod:`egoroll_ros.policies`).
+:mod:`egoroll_ros.core.step`, :mod:`egoroll_ros.core.worker`, :mod:`egoroll_ros.core.rtc`,
+:mod:`egoroll_ros.core.aggregation`, :mod:`egoroll_ros.core.debounce`,
+:mod:`egoroll_ros.policies`) and the ROS helpers (:mod:`egoroll_ros.ros.policy_params`,
+:mod:`egoroll_ros.ros.policy_status`, :mod:`egoroll_ros.ros.preflight_verdict`,
+:mod:`egoroll_ros.ros.gate_stop`, :mod:`egoroll_ros.ros.takeover`); this file is the wiring.
 
 Chunk stamp: the node's ROS-clock time at which the observation was assembled from inputs that
 were all within their max age (header stamps of the inputs are not trusted for this: a driver
@@ -21,7 +25,6 @@ import contextlib
 import dataclasses
 import math
 import sys
-import threading
 import time
 from typing import Any
 
@@ -32,7 +35,6 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import (
     LifecycleNode,
     LifecycleNodeMixin,
-    LifecyclePublisher,
     LifecycleState,
     TransitionCallbackReturn,
 )
@@ -43,9 +45,9 @@ from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, RolloutStatus
 from egoroll_ros.core.action_space import ActionSpace
-from egoroll_ros.core.aggregation import AggregationConfig, ChunkAggregator
+from egoroll_ros.core.aggregation import ChunkAggregator, config_from_params
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
@@ -70,6 +72,7 @@ from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 from egoroll_ros.core.rtc import DELAY_WINDOW, RunningChunk, check_rtc_config, check_rtc_policy
 from egoroll_ros.core.step import Step, rollout_step
 from egoroll_ros.core.types import Chunk
+from egoroll_ros.core.worker import RolloutWorker
 from egoroll_ros.errors import (
     CheckpointError,
     ConfigError,
@@ -78,6 +81,7 @@ from egoroll_ros.errors import (
     TrajectoryError,
 )
 from egoroll_ros.policies.loading import load_policy
+from egoroll_ros.ros import entities
 from egoroll_ros.ros.buttons import DebouncedButton
 from egoroll_ros.ros.convert import (
     any_chunk_to_msg,
@@ -86,13 +90,20 @@ from egoroll_ros.ros.convert import (
     pose_from_msg,
     time_to_sec,
 )
-from egoroll_ros.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsUpdater, TaskStatus
+from egoroll_ros.ros.diagnostics import DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.gate_stop import CONFIRMED, NO_GATE, NOT_CONFIRMED, GateStop, StopReport
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import declare_params, watch_live
 from egoroll_ros.ros.paths import resolve_path
 from egoroll_ros.ros.policy_params import PARAMS
+from egoroll_ros.ros.policy_status import (
+    final_status,
+    rollout_detail,
+    rollout_status,
+    rollout_task,
+)
+from egoroll_ros.ros.preflight_verdict import PreflightVerdict
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.ros.runner import run_node, wait_for
 from egoroll_ros.ros.takeover import TakeoverHook
@@ -135,9 +146,8 @@ class PolicyNode(LifecycleNode):
         #: Why the node is unconfigured (lifecycle state 'unconfigured'; '' once configured).
         self.unconfigured_detail = 'not configured (lifecycle configure loads the policy)'
         self._last_sequence = time.time_ns() // 1000 - 1
-        self._entities: dict[str, list[Any]] = {}
-        self._worker: threading.Thread | None = None
-        self._stop_worker = threading.Event()
+        self._entities: entities.Entities = {}
+        self._worker: RolloutWorker | None = None
         self.inferences_skipped = 0
         self.last_latency = math.nan
         self.last_skip_reason = ''
@@ -147,14 +157,8 @@ class PolicyNode(LifecycleNode):
         self.rtc = RunningChunk()
         self._debounce = ButtonDebouncer(self.p['quest.debounce_time'])
         self._closing = False
-        self._wake = threading.Event()
-        self._preflight_req: Future | None = None
-        self._req_lock = threading.Lock()
-        self._reset_generation = -1
         self._last_status: RolloutStatus | None = None
-        self._shadow_seq: int | None = None
-        self._shadow_verdict: tuple[bool, str] | None = None
-        self._shadow_done: Future | None = None   # resolves with _shadow_verdict
+        self._verdict: PreflightVerdict | None = None   # the gate's word on the preflight
         self._gate: GateStop | None = None
         self._toggle_button: DebouncedButton | None = None
         # Diagnostics exist in every lifecycle state: they say why the node is unconfigured.
@@ -213,19 +217,16 @@ class PolicyNode(LifecycleNode):
         self.sm = RolloutStateMachine(
             self.p['preflight_validity'], time.monotonic,
             first_sequence=max(time.time_ns() // 1000, self._last_sequence + 1))
-        self._shadow_seq = self._shadow_verdict = self._shadow_done = None
-        before = self._entity_lists()
+        before = entities.snapshot(self)
         try:
             self._create_entities()
         except Exception:
-            self._destroy_entities(before)
+            self._destroy_entities(entities.created_since(self, before))
             self._release_policy()
             raise
-        self._entities = {k: [e for e in v if e not in before[k]]
-                          for k, v in self._entity_lists().items()}
-        self._stop_worker.clear()
-        self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
-                                        daemon=True)
+        self._entities = entities.created_since(self, before)
+        self._worker = RolloutWorker(self.sm, 1.0 / self.p['query_frequency'], step=self._step,
+                                     begin=self._begin_rollout, serve=self._do_preflight)
         self._worker.start()
         self.unconfigured_detail = ''
         return TransitionCallbackReturn.SUCCESS
@@ -261,11 +262,8 @@ class PolicyNode(LifecycleNode):
                             callback_group=group)
         self.create_service(Trigger, 'policy/start', self._srv_start, callback_group=group)
         self.create_service(Trigger, 'policy/stop', self._srv_stop, callback_group=group)
-        if self.p['gate.require_preflight_acceptance']:
-            self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, _RELIABLE)
-        else:
-            self.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
-                                      "start does not wait for the gate's word on the preflight")
+        self._verdict = PreflightVerdict(self, self.p['gate.require_preflight_acceptance'],
+                                         self.p['gate.verdict_timeout'], _RELIABLE)
         # Every stop (policy/stop, the Quest toggle, deactivate, a fault) asks the gate through
         # this one object and reports what it answered.
         self._gate = GateStop(self, self.p['gate.stop_service'], self.p['gate.stop_timeout'],
@@ -278,32 +276,15 @@ class PolicyNode(LifecycleNode):
         # The press's edge comes at its debounce deadline (a steady timer), not with the next
         # joy sample: a stream that publishes only on change may send none.
         if self.p['quest.toggle_button'] >= 0:
-            self._toggle_button = DebouncedButton(self, self._debounce, self._toggle)
+            self._toggle_button = DebouncedButton(self, self._debounce, self._toggle,
+                                                  self.p['quest.toggle_button'],
+                                                  'quest.toggle_button')
 
-    _KINDS = ('publishers', 'subscriptions', 'services', 'clients', 'timers')
-
-    def _entity_lists(self) -> dict[str, list[Any]]:
-        return {k: list(getattr(self, k)) for k in self._KINDS}
-
-    def _destroy_entities(self, keep: dict[str, list[Any]] | None = None) -> None:
-        """Destroy what configure created (``keep``: what existed before it)."""
-        made = self._entities if keep is None else \
-            {k: [e for e in v if e not in keep[k]] for k, v in self._entity_lists().items()}
-        for pub in made.get('publishers', []):
-            if isinstance(pub, LifecyclePublisher):
-                self.destroy_lifecycle_publisher(pub)
-            else:
-                self.destroy_publisher(pub)
-        for sub in made.get('subscriptions', []):
-            self.destroy_subscription(sub)
-        for srv in made.get('services', []):
-            self.destroy_service(srv)
-        for cli in made.get('clients', []):
-            self.destroy_client(cli)
-        for tmr in made.get('timers', []):
-            self.destroy_timer(tmr)
+    def _destroy_entities(self, made: entities.Entities | None = None) -> None:
+        """Destroy what configure created (``made``; default: what the last configure did)."""
+        entities.destroy(self, self._entities if made is None else made)
         self._entities = {}
-        self._gate = None
+        self._gate = self._verdict = None
         self._toggle_button = None
 
     def _apply_live(self, changes: dict[str, Any]) -> None:
@@ -432,25 +413,16 @@ class PolicyNode(LifecycleNode):
         # and the publish (rclpy then raises RCLError: 'publisher's context is invalid')
         if sm is not None and self.context.ok():
             with contextlib.suppress(RuntimeError):
-                self._publish_last_status(sm, why)
-        self._stop_worker.set()
-        self._wake.set()
+                self.status_pub.publish(final_status(self._closing, why, sm.chunks_published,
+                                                     self.inferences_skipped))
         worker, self._worker = self._worker, None
-        if worker is not None and worker.is_alive() and \
-                threading.current_thread() is not worker:
-            worker.join(timeout=10.0)
+        if worker is not None:
+            worker.stop(timeout=10.0)
         self._destroy_entities()
         self._release_policy()
         self.sm = None
         self._last_status = None
         self.unconfigured_detail = why
-
-    def _publish_last_status(self, sm, why: str) -> None:  # noqa: ANN001
-        self.status_pub.publish(RolloutStatus(
-            state=RolloutStatus.STATE_SHUTDOWN if self._closing else
-            RolloutStatus.STATE_UNCONFIGURED, state_name='SHUTDOWN' if self._closing else
-            'UNCONFIGURED', detail=why, chunks_published=sm.chunks_published,
-            inferences_skipped=self.inferences_skipped))
 
     def _release_policy(self) -> None:
         policy, self.policy = self.policy, None
@@ -495,14 +467,8 @@ class PolicyNode(LifecycleNode):
         self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now,
                         clock=self._clock_now())
         self.takeover.on_joy(tuple(msg.buttons), now)
-        b = self.p['quest.toggle_button']
-        if b < 0:
-            return
-        if b >= len(msg.buttons):
-            self.get_logger().warning(f'quest/joy has {len(msg.buttons)} buttons; '
-                                   f"'quest.toggle_button' is {b}", once=True)
-            return
-        self._toggle_button.update(bool(msg.buttons[b]), now)
+        if self._toggle_button is not None:   # quest.toggle_button >= 0
+            self._toggle_button.sample(msg.buttons, now)
 
     def _toggle(self) -> None:
         """A debounced press of the Quest toggle: stop a running rollout, else start."""
@@ -535,60 +501,17 @@ class PolicyNode(LifecycleNode):
             res.success, res.message = False, str(exc)
             return res
         done: Future = Future()
-        with self._req_lock:
-            self._preflight_req = done
-        self._wake.set()
+        self._worker.request(done)   # the worker answers it with _do_preflight()
         limit = 3.0 * self.p['policy.request_timeout'] + 5.0
         if not await wait_for(self, done, limit):
             sm.fault(f'preflight did not finish within {limit:g} s')
             res.success, res.message = False, f'preflight timed out after {limit:g} s'
             return res
         ok, message = done.result()
-        if ok and self.p['gate.require_preflight_acceptance']:
-            ok, message = await self._gate_word(message)
+        if ok and self._verdict.required:
+            ok, message = await self._verdict.wait(message)
         res.success, res.message = ok, message
         return res
-
-    async def _gate_word(self, passed: str) -> tuple[bool, str]:
-        """Await the safety gate's verdict on the preflight's shadow chunk: a preflight
-        succeeds only when the start it allows would be accepted (so a preflight followed at
-        once by a start, over any link, never races the verdict)."""
-        with self.sm.lock:
-            seq, verdict = self._shadow_seq, self._shadow_done
-        if verdict is None:
-            return False, f'{passed}; no shadow chunk to wait for'
-        limit = self.p['gate.verdict_timeout']
-        if not await wait_for(self, verdict, limit):
-            return False, (f'{passed}, but the safety gate did not report on shadow chunk {seq} '
-                           f'within {limit:g} s (safety/verdict; is the gate running?): start '
-                           'stays refused')
-        accepted, summary = verdict.result()
-        if not accepted:
-            return False, f'{passed}, but the safety gate did not accept it: {summary}'
-        return True, f'{passed} and accepted by the safety gate'
-
-    def _on_verdict(self, msg: GateVerdict) -> None:
-        with self.sm.lock:
-            if msg.shadow and self._shadow_seq is not None and msg.sequence == self._shadow_seq:
-                self._shadow_verdict = (bool(msg.accepted), msg.summary)
-                done = self._shadow_done
-                if done is not None and not done.done():
-                    done.set_result(self._shadow_verdict)
-
-    def _gate_refusal(self) -> str:
-        """Why the gate's word on the preflight does not allow a start ('' when it does)."""
-        if not self.p['gate.require_preflight_acceptance']:
-            return ''
-        with self.sm.lock:
-            seq, verdict = self._shadow_seq, self._shadow_verdict
-        if seq is None:
-            return 'no preflight shadow chunk yet'
-        if verdict is None:
-            return (f'the safety gate has not reported on preflight shadow chunk {seq} '
-                    '(safety/verdict); wait for it, or run preflight again')
-        if not verdict[0]:
-            return f'the safety gate did not accept preflight shadow chunk {seq}: {verdict[1]}'
-        return ''
 
     def _inactive(self) -> str:
         """Why preflight/start are refused while the node is not active."""
@@ -599,17 +522,16 @@ class PolicyNode(LifecycleNode):
     def _start(self) -> tuple[bool, str]:
         if not self.active or self.sm is None:
             return False, self._inactive()
-        refusal = self._gate_refusal()
+        refusal = self._verdict.refusal()
         if refusal and self.sm.state is State.READY:
             return False, f'start refused: {refusal}'
         try:
             gen = self.sm.start()
         except TransitionError as exc:
             return False, str(exc)
-        self._reset_generation = gen
         if self._gate is not None:
             self._gate.clear()     # the last stop's report is shown until a new start
-        self._wake.set()
+        self._worker.begin(gen)
         return True, 'rollout started'
 
     def _srv_start(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
@@ -667,39 +589,17 @@ class PolicyNode(LifecycleNode):
             self._diagnostics.update(force=True)
 
     # ---------------------------------------------------------------- worker
-    def _run_worker(self) -> None:
-        period = 1.0 / self.p['query_frequency']
-        deadline = time.monotonic()
-        while not self._stop_worker.is_set():
-            woke = self._wake.wait(max(0.0, deadline - time.monotonic()))
-            if woke:
-                self._wake.clear()
-            if self._stop_worker.is_set():
-                break
-            with self._req_lock:
-                req, self._preflight_req = self._preflight_req, None
-            if req is not None:
-                req.set_result(self._do_preflight())   # wakes the awaiting service
-                continue
-            now = time.monotonic()
-            gen = self.sm.generation
-            if gen == self._reset_generation and self.sm.is_current(gen):
-                self._reset_generation = -1
-                deadline = now  # first step of a new rollout right away
-                self.aggregator.reset()
-                self.rtc.clear()
-                try:
-                    self.policy.reset()
-                except EgorollError as exc:
-                    self._fault(f'policy reset failed: {exc}', gen)
-                    continue
-            if now < deadline:
-                continue
-            deadline += period
-            if deadline < now:  # overrun: skip missed slots, keep the phase
-                deadline += math.ceil((now - deadline) / period) * period
-            if self.sm.is_current(gen):
-                self._step(gen)
+    def _begin_rollout(self, gen: int) -> bool:
+        """A new rollout, on the worker before its first step: nothing of the last one is
+        aggregated or continued; a policy that fails to reset faults it."""
+        self.aggregator.reset()
+        self.rtc.clear()
+        try:
+            self.policy.reset()
+        except EgorollError as exc:
+            self._fault(f'policy reset failed: {exc}', gen)
+            return False
+        return True
 
     def _fault(self, reason: str, gen: int | None) -> None:
         running = self.sm.is_current(gen) if gen is not None else self.sm.state is State.RUNNING
@@ -770,15 +670,7 @@ class PolicyNode(LifecycleNode):
                                  f'RUNNING, chunk {seq}, {latency * 1e3:.0f} ms')
 
     def _make_aggregator(self) -> ChunkAggregator:
-        p = self.p
-        cfg = AggregationConfig(
-            mode=p['aggregation.mode'], ensemble_coefficient=p['aggregation.ensemble_coefficient'],
-            old_weight=p['aggregation.old_weight'], keep_points=p['aggregation.keep_points'],
-            pin_latency=p['aggregation.pin_latency'], pin_margin=p['aggregation.pin_margin'],
-            blend_points=p['aggregation.blend_points'])
-        if cfg.active and self.setup.cartesian is not None:
-            raise ConfigError("parameter 'aggregation.mode': aggregation and pin_latency apply "
-                              'to joint policies only (this one is Cartesian)')
+        cfg = config_from_params(self.p, cartesian=self.setup.cartesian is not None)
         if cfg.active:
             self.get_logger().info(f'chunk aggregation: {cfg.mode}, pin_latency '
                                    f'{cfg.pin_latency}')
@@ -787,18 +679,11 @@ class PolicyNode(LifecycleNode):
 
     def _aggregate(self, chunk: Any) -> Any:
         """The chunk to publish: the aggregation stage (a no-op unless configured)."""
-        if not self.aggregator.config.active or not isinstance(chunk, Chunk):
-            return chunk
-        traj = chunk.trajectory
-        now = self.get_clock().now().nanoseconds * 1e-9
-        res = self.aggregator.aggregate(chunk.stamp, traj.times, traj.positions, now)
-        if res.underrun is not None:
-            self.last_underrun = (f'inference slower than the chunk overlap: the running chunk '
-                                  f'ended {res.underrun:.3f} s before this one lands (the '
-                                  'executor decelerated to a hold at its end)')
-            self.get_logger().warning(self.last_underrun, once=True)
-        return dataclasses.replace(chunk, trajectory=dataclasses.replace(
-            traj, positions=res.positions))
+        chunk, underrun = self.aggregator.apply(chunk, self.get_clock().now().nanoseconds * 1e-9)
+        if underrun:
+            self.last_underrun = underrun
+            self.get_logger().warning(underrun, once=True)
+        return chunk
 
     def _do_preflight(self) -> tuple[bool, str]:
         gen = self.sm.generation
@@ -820,8 +705,7 @@ class PolicyNode(LifecycleNode):
             if self.sm.generation != gen or self.sm.state is not State.PREFLIGHT:
                 return False, 'preflight interrupted'
             msg.sequence = self.sm.next_sequence()
-            self._shadow_seq, self._shadow_verdict = int(msg.sequence), None
-            self._shadow_done = Future()
+            self._verdict.expect(msg.sequence)
             self.chunk_pub.publish(msg)
             self.sm.end_preflight(True, f'preflight passed ({latency * 1e3:.1f} ms); start '
                                         f"within {self.p['preflight_validity']:g} s")
@@ -834,60 +718,30 @@ class PolicyNode(LifecycleNode):
             return
         now = time.monotonic()
         state = sm.state
-        msg = RolloutStatus()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.state = int(state)
-        msg.state_name = state.name
-        detail = sm.detail
-        if state is State.RUNNING and self.last_skip_reason:
-            detail = f'{detail}; last skip: {self.last_skip_reason}'
-        if state is State.RUNNING and self.last_underrun:
-            detail = f'{detail}; {self.last_underrun} ({self.aggregator.underruns} times)'
-        if self.takeover.core.active:
-            detail = f'{detail}; {self.takeover.detail or "operator takeover"} (the policy runs '\
-                'in shadow)'
-        stop = self._gate.last if self._gate is not None else None
-        if stop is not None and state is not State.RUNNING:
-            detail = f'{detail}; {stop.text()}'     # until the next start
-        msg.detail = detail
-        msg.policy_id = self.policy.metadata.fingerprint if self.policy is not None else ''
-        msg.chunks_published = sm.chunks_published
-        msg.inferences_skipped = self.inferences_skipped
-        msg.last_inference_latency = float(self.last_latency)
-        ages = self.inputs.ages(now)
-        msg.input_names = list(ages)
-        msg.input_ages = [-1.0 if a is None else float(a) for a in ages.values()]
+        takeover = (self.takeover.detail or 'operator takeover') \
+            if self.takeover.core.active else None
+        detail = rollout_detail(
+            sm.detail, state, last_skip=self.last_skip_reason, underrun=self.last_underrun,
+            underruns=self.aggregator.underruns, takeover=takeover, stop=self._last_stop())
+        msg = rollout_status(
+            self.get_clock().now().to_msg(), state, detail,
+            policy_id=self.policy.metadata.fingerprint if self.policy is not None else '',
+            chunks_published=sm.chunks_published, inferences_skipped=self.inferences_skipped,
+            latency=self.last_latency, ages=self.inputs.ages(now))
         self.status_pub.publish(msg)
         self.takeover.publish_label()
         self._last_status = msg
 
+    def _last_stop(self) -> StopReport | None:
+        return self._gate.last if self._gate is not None else None
+
     def _rollout_status(self) -> TaskStatus:
-        if self.sm is None:
-            refused = self.unconfigured_detail.startswith('configure refused')
-            return TaskStatus(ERROR if refused else WARN,
-                              f'UNCONFIGURED: {self.unconfigured_detail}')
-        st = self._last_status
-        if st is None:
-            return TaskStatus(STALE, 'no status published yet')
-        values = [('state', st.state_name), ('policy_id', st.policy_id),
-                  ('chunks_published', st.chunks_published),
-                  ('inferences_skipped', st.inferences_skipped),
-                  ('last_inference_latency', st.last_inference_latency),
-                  ('aggregation', self.aggregator.config.mode),
-                  ('rtc', self.rtc.last if self.p['policy.rtc'] else 'off'),
-                  ('overlap_underruns', self.aggregator.underruns)]
-        values += [(f'age {n}', f'{a:.3f}')
-                   for n, a in zip(st.input_names, st.input_ages, strict=True)]
-        # clock offset (our clock at receipt - header stamp) of each input: last, min, max
-        values += [(f'clock offset {n}', f"{o['last']:+.4f} (min {o['min']:+.4f}, max "
-                                         f"{o['max']:+.4f}, {o['count']} msgs)")
-                   for n, o in self.inputs.clock_offsets().items() if o['count']]
-        level = ERROR if st.state == State.FAULT else OK
-        stop = self._gate.last if self._gate is not None else None
-        if stop is not None:   # the last stop since the last start: a hold not confirmed is ERROR
-            values.append(('last stop', stop.text()))
-            level = max(level, {CONFIRMED: OK, NOT_CONFIRMED: ERROR}.get(stop.state, WARN))
-        return TaskStatus(level, f'{st.state_name}: {st.detail}', values)
+        return rollout_task(
+            self._last_status, unconfigured=self.unconfigured_detail if self.sm is None else None,
+            values=[('aggregation', self.aggregator.config.mode),
+                    ('rtc', self.rtc.last if self.p['policy.rtc'] else 'off'),
+                    ('overlap_underruns', self.aggregator.underruns)],
+            clock_offsets=self.inputs.clock_offsets(), stop=self._last_stop())
 
 
 def main(args: list[str] | None = None) -> int:
