@@ -5,8 +5,10 @@ test first brings the graph back to a known state (faults off, deadman held, e-s
 ``safety/reset``, arm at rest) and uses sequences that only ever increase.
 
 While a long accepted chunk executes, an e-stop press, a deadman release and stale joint_states
-each cancel it: the goal ends CANCELED (the executor's own stale-state abort would be ABORTED:
-its ``state_timeout`` is set well above the gate's ``max_joint_state_age``), executor/commanded
+each stop it: the goal ends CANCELED (the gate's cancel-all) or FENCED (the motion fence of the
+heartbeat the gate sent just before it, whichever reaches the executor first; the executor's
+own stale-state abort would be STALE_STATE: its ``state_timeout`` is set well above the gate's
+``max_joint_state_age``), executor/commanded
 repeats one setpoint (holds) from then on, and joint_states settle short of the chunk's end.
 The measured time from the stop input to the first repeated setpoint is printed (run with
 ``-s``); it includes the DDS trip back to the test, so it is an upper bound. Shadow and
@@ -38,7 +40,7 @@ from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
-from egoroll_ros.testing import ProcessLauncher, RosGraph, wait_until
+from egoroll_ros.testing import ProcessLauncher, RosGraph, goal_result, wait_until
 from egoroll_ros.testing.pytest_plugin import isolated_domain
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -258,13 +260,19 @@ class Graph:
         raise AssertionError(f'no long chunk kept executing in {attempts} attempts')
 
     def assert_stopped(self, t_stop: float, goal: bytes, what: str) -> float:
-        """The goal ends CANCELED, commanded holds, joint_states settle short of the end.
+        """The goal ends CANCELED or FENCED (the gate's two stop paths), commanded holds,
+        joint_states settle short of the end.
 
         Returns:
             seconds from ``t_stop`` to the first repeated (held) setpoint.
         """
-        wait_until(lambda: self.goals().get(goal) == GoalStatus.STATUS_CANCELED, 10.0,
-                   f'{what}: the running goal is canceled')
+        wait_until(lambda: self.goals().get(goal) in (GoalStatus.STATUS_CANCELED,
+                                                      GoalStatus.STATUS_ABORTED), 10.0,
+                   f'{what}: the running goal ends')
+        result = goal_result(self.node, ExecuteTrajectory, 'execute_trajectory', goal)
+        assert result.error_code in (ExecuteTrajectory.Result.CANCELED,
+                                     ExecuteTrajectory.Result.FENCED), \
+            f'{what}: the goal ended {result.error_string}'
         held = wait_until(lambda: self.first_hold_after(t_stop), 10.0,
                           f'{what}: executor/commanded holds')
         latency = held[0] - t_stop
@@ -537,9 +545,6 @@ def test_goal_sent_just_before_safety_stop_never_moves_after_it_returns_fence(e2
     stop's return on, no setpoint moves, and every goal of the stopped rollout ends CANCELED
     or FENCED (the fence in the heartbeat refused it or held it, without waiting for the
     second cancel-all)."""
-    results = e2e.node.create_client(ExecuteTrajectory.Impl.GetResultService,
-                                      'execute_trajectory/_action/get_result')
-    assert results.wait_for_service(timeout_sec=5.0)
     rng = np.random.default_rng(31)
     codes: dict[str, int] = {}
     crossed = resumed = 0
@@ -573,14 +578,9 @@ def test_goal_sent_just_before_safety_stop_never_moves_after_it_returns_fence(e2
         goals = wait_until(lambda b=before: list(e2e.new_goals(b)), 10.0,
                            'the forwarded goal appears') if verdict.forwarded else []
         for gid in goals:
-            req = ExecuteTrajectory.Impl.GetResultService.Request()
-            req.goal_id.uuid = np.frombuffer(gid, dtype=np.uint8)
-            rf = results.call_async(req)
-            wait_until(rf.done, 10.0, 'goal result')
-            code = rf.result().result.error_code
-            assert code in names, f'rep {rep}: goal ended {code}: ' \
-                f'{rf.result().result.error_string}'
-            codes[names[code]] = codes.get(names[code], 0) + 1
+            result = goal_result(e2e.node, ExecuteTrajectory, 'execute_trajectory', gid)
+            assert result.error_code in names, f'rep {rep}: goal ended {result.error_string}'
+            codes[names[result.error_code]] = codes.get(names[result.error_code], 0) + 1
         crossed += int(verdict.forwarded)
         # Measured, not asserted (the stop's return is the bound): did a goal move the arm
         # again after the executor had held once since the call (the crossing's harm)?
