@@ -169,8 +169,8 @@ def run_export(args: argparse.Namespace) -> int:
 def run_record(args: argparse.Namespace) -> int:
     """Run ``egoroll record`` until Ctrl-C; the node's exit status."""
     from egoroll_ros.nodes.episode_recorder import main as recorder_main
-    from egoroll_ros.nodes.policy_node import PARAMS as POLICY_PARAMS
     from egoroll_ros.ros.params import params_from_yaml
+    from egoroll_ros.ros.policy_params import PARAMS as POLICY_PARAMS
 
     ros = ['--ros-args', '-p', f'out_dir:={args.out}',
            '-p', f'outcome_window:={float(args.outcome_window)}',

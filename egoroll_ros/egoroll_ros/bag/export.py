@@ -114,8 +114,8 @@ def _stamp(msg: Any) -> int:
 
 
 def _episode_config(path: Path, head: dict[str, Any], given: Path | None) -> dict[str, Any]:
-    from egoroll_ros.nodes.policy_node import PARAMS as POLICY_PARAMS
     from egoroll_ros.ros.params import params_from_yaml
+    from egoroll_ros.ros.policy_params import PARAMS as POLICY_PARAMS
 
     if given is not None:
         return params_from_yaml(given, 'policy_node', POLICY_PARAMS)

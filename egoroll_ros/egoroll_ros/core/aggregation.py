@@ -33,11 +33,15 @@ lands, the inference was slower than the overlap: :attr:`Aggregated.underrun` sa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass
 import math
+from typing import Any
 
 import numpy as np
 
+from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import ConfigError
 
 AGGREGATIONS = ('none', 'temporal_ensemble', 'weighted_average', 'keep')
@@ -86,6 +90,24 @@ class AggregationConfig:
     def active(self) -> bool:
         """Whether the stage changes anything."""
         return self.mode != 'none' or self.pin_latency
+
+
+def config_from_params(p: Mapping[str, Any], cartesian: bool) -> AggregationConfig:
+    """The stage's settings from policy_node's ``aggregation.*`` parameter values.
+
+    Raises:
+        ConfigError: a bad value (named), or an active stage for a Cartesian configuration
+            (``cartesian``: aggregation and pin_latency apply to joint policies only).
+    """
+    cfg = AggregationConfig(
+        mode=p['aggregation.mode'], ensemble_coefficient=p['aggregation.ensemble_coefficient'],
+        old_weight=p['aggregation.old_weight'], keep_points=p['aggregation.keep_points'],
+        pin_latency=p['aggregation.pin_latency'], pin_margin=p['aggregation.pin_margin'],
+        blend_points=p['aggregation.blend_points'])
+    if cfg.active and cartesian:
+        raise ConfigError("parameter 'aggregation.mode': aggregation and pin_latency apply "
+                          'to joint policies only (this one is Cartesian)')
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -193,6 +215,24 @@ class ChunkAggregator:
                         blended += 1
         self._remember(abs_t, raw, out)
         return Aggregated(out, pinned, blended, underrun)
+
+    def apply(self, chunk: Any, published_at: float) -> tuple[Any, str]:
+        """The chunk to publish for a predicted one, and, when the running chunk ended before
+        it lands, the underrun in words ('' otherwise).
+
+        A no-op (the chunk itself, '') unless the stage is active and ``chunk`` is a joint
+        :class:`~egoroll_ros.core.types.Chunk`.
+        """
+        if not self.config.active or not isinstance(chunk, Chunk):
+            return chunk, ''
+        traj = chunk.trajectory
+        res = self.aggregate(chunk.stamp, traj.times, traj.positions, published_at)
+        underrun = '' if res.underrun is None else (
+            f'inference slower than the chunk overlap: the running chunk ended '
+            f'{res.underrun:.3f} s before this one lands (the executor decelerated to a hold '
+            'at its end)')
+        return dataclasses.replace(chunk, trajectory=dataclasses.replace(
+            traj, positions=res.positions)), underrun
 
     def _ensemble(self, abs_t: np.ndarray, raw: np.ndarray) -> np.ndarray:
         m = self.config.ensemble_coefficient

@@ -8,7 +8,11 @@ rollout (only after a passing preflight within ``preflight_validity`` s); ``poli
 it. Inference runs in one dedicated worker thread at ``query_frequency`` with absolute
 deadlines, never in a callback. The logic lives in the pure cores
 (:mod:`egoroll_ros.core.observation`, :mod:`egoroll_ros.core.rollout`,
-:mod:`egoroll_ros.core.debounce`, :mod:`egoroll_ros.policies`).
+:mod:`egoroll_ros.core.step`, :mod:`egoroll_ros.core.worker`, :mod:`egoroll_ros.core.rtc`,
+:mod:`egoroll_ros.core.aggregation`, :mod:`egoroll_ros.core.debounce`,
+:mod:`egoroll_ros.policies`) and the ROS helpers (:mod:`egoroll_ros.ros.policy_params`,
+:mod:`egoroll_ros.ros.policy_status`, :mod:`egoroll_ros.ros.preflight_verdict`,
+:mod:`egoroll_ros.ros.gate_stop`, :mod:`egoroll_ros.ros.takeover`); this file is the wiring.
 
 Chunk stamp: the node's ROS-clock time at which the observation was assembled from inputs that
 were all within their max age (header stamps of the inputs are not trusted for this: a driver
@@ -17,13 +21,10 @@ publishing zero or foreign stamps would otherwise shift every chunk).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import math
-import re
 import sys
-import threading
 import time
 from typing import Any
 
@@ -34,7 +35,6 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.lifecycle import (
     LifecycleNode,
     LifecycleNodeMixin,
-    LifecyclePublisher,
     LifecycleState,
     TransitionCallbackReturn,
 )
@@ -45,9 +45,9 @@ from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, RolloutStatus
 from egoroll_ros.core.action_space import ActionSpace
-from egoroll_ros.core.aggregation import AGGREGATIONS, AggregationConfig, ChunkAggregator
+from egoroll_ros.core.aggregation import ChunkAggregator, config_from_params
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import (
     CartesianRuntime,
@@ -67,11 +67,12 @@ from egoroll_ros.core.observation import (
 from egoroll_ros.core.policy import (
     Policy,
     PolicyError,
-    RtcRequest,
 )
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
+from egoroll_ros.core.rtc import DELAY_WINDOW, RunningChunk, check_rtc_config, check_rtc_policy
 from egoroll_ros.core.step import Step, rollout_step
 from egoroll_ros.core.types import Chunk
+from egoroll_ros.core.worker import RolloutWorker
 from egoroll_ros.errors import (
     CheckpointError,
     ConfigError,
@@ -80,6 +81,7 @@ from egoroll_ros.errors import (
     TrajectoryError,
 )
 from egoroll_ros.policies.loading import load_policy
+from egoroll_ros.ros import entities
 from egoroll_ros.ros.buttons import DebouncedButton
 from egoroll_ros.ros.convert import (
     any_chunk_to_msg,
@@ -88,198 +90,26 @@ from egoroll_ros.ros.convert import (
     pose_from_msg,
     time_to_sec,
 )
-from egoroll_ros.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsUpdater, TaskStatus
+from egoroll_ros.ros.diagnostics import DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.gate_stop import CONFIRMED, NO_GATE, NOT_CONFIRMED, GateStop, StopReport
 from egoroll_ros.ros.images import prepare_image
 from egoroll_ros.ros.markers import ChunkMarkers
-from egoroll_ros.ros.params import Param, declare_params, watch_live
+from egoroll_ros.ros.params import declare_params, watch_live
 from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.policy_params import PARAMS
+from egoroll_ros.ros.policy_status import (
+    final_status,
+    rollout_detail,
+    rollout_status,
+    rollout_task,
+)
+from egoroll_ros.ros.preflight_verdict import PreflightVerdict
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.ros.runner import run_node, wait_for
-from egoroll_ros.ros.takeover import PARAMS as TAKEOVER_PARAMS
 from egoroll_ros.ros.takeover import TakeoverHook
-
-_HEX64 = re.compile(r'^[0-9a-f]{64}$')
-
-
-def _fp_ok(v: str) -> str | None:
-    return None if v == '' or _HEX64.match(v) else 'must be empty or 64 lowercase hex digits'
-
-
-def _device_ok(v: str) -> str | None:
-    return None if re.match(r'^(cpu|mps|cuda(:\d+)?)$', v) else \
-        'must be cpu, cuda, cuda:N or mps'
-
-
-def _pairs_ok(v: list[str]) -> str | None:
-    bad = [x for x in v if x.count('=') != 1 or not all(x.split('='))]
-    return f"entries must be 'key=camera', not {bad}" if bad else None
-
-
-PARAMS = [
-    Param('joints', 'str[]', None, 'Controlled joints, in order = state and action columns.',
-          read_only=True),
-    Param('continuous_joints', 'str[]', [], 'Joints without limits (subset of joints) whose '
-          'chunk targets are unwrapped relative to the measured state.', read_only=True),
-    Param('policy.backend', str, 'egoroll_act', "Backend: an 'egoroll_ros.policies' entry "
-          "point (exported, egoroll_act, lerobot, ...) or 'package.module:Class'.",
-          read_only=True),
-    Param('policy.path', str, '', 'Checkpoint directory; empty: the installed demo policy '
-          '(share/egoroll_ros/policies/demo).', read_only=True),
-    Param('policy.expected_fingerprint', str, '', 'sha256 the checkpoint must have; empty: '
-          'not checked (a warning is logged).', read_only=True, validate=_fp_ok),
-    Param('policy.isolated', bool, False, 'Run the backend in a separate Python process.',
-          read_only=True),
-    Param('policy.python_executable', str, '', 'Interpreter of the isolated process (another '
-          "venv's bin/python); empty: the backend's managed runtime (lerobot: built by "
-          "'egoroll runtime lerobot'), else this one.", read_only=True),
-    Param('policy.request_timeout', float, 2.0, 'Isolated: seconds allowed per inference.',
-          min=0.001, max=600.0, read_only=True),
-    Param('policy.load_timeout', float, 120.0, 'Isolated: seconds allowed to load.',
-          min=0.1, max=3600.0, read_only=True),
-    Param('policy.num_threads', int, 0, 'torch intra-op threads of the backend (in the worker '
-          'process when isolated; 0: torch default).', min=0, max=256, read_only=True),
-    Param('policy.device', str, 'cpu', 'Inference device: cpu, cuda, cuda:N or mps; one that '
-          'is not available is refused (never silently the CPU).', read_only=True,
-          validate=_device_ok),
-    Param('policy.step_period', float, 0.0, 'Seconds between chunk points; 0: from the '
-          'checkpoint (lerobot: train_config.json env.fps; refused when it has none). Set and '
-          'different from the checkpoint: refused.', min=0.0, max=60.0, read_only=True),
-    Param('policy.task', str, '', 'Language instruction for language-conditioned policies '
-          '(lerobot: required when the preprocessor tokenizes a task).', read_only=True),
-    Param('policy.camera_map', 'str[]', [], "lerobot: 'key=camera' pairs feeding the "
-          "checkpoint's observation.images.<key> from configured camera <camera> (unlisted "
-          'keys: the camera of the same name).', read_only=True, validate=_pairs_ok),
-    Param('policy.environment_state', 'str[]', [], 'lerobot: inputs (quest.grip, '
-          'quest.trigger, quest.left_pose, quest.right_pose) concatenated, in order, into '
-          'observation.environment_state.', read_only=True),
-    Param('policy.rtc', bool, False, 'Real-time chunking by the policy itself (LeRobot RTC for '
-          'flow-matching policies: pi0, pi05, smolvla...): each inference passes the unexecuted '
-          'rest of the chunk the executor runs (from executor/state, else the last published) '
-          'and the inference delay in steps (max of the last 10 latencies / step period), so '
-          'the policy inpaints the seam. A policy without it is refused at configure, and so '
-          'is RTC with aggregation.*. Policies that do not do RTC never receive it.',
-          read_only=True),
-    Param('policy.rtc_execution_horizon', int, 0, "lerobot RTC: execution horizon (steps); 0: "
-          "LeRobot's default.", min=0, max=10000, read_only=True),
-    Param('cameras.names', 'str[]', [], 'Camera names; camera <n> is read from '
-          'camera/<n>/image_raw (or .../image_raw/compressed).', read_only=True),
-    Param('cameras.heights', 'int[]', [], 'Expected frame height of each camera (pixels).',
-          min=1, max=16384, read_only=True),
-    Param('cameras.widths', 'int[]', [], 'Expected frame width of each camera (pixels).',
-          min=1, max=16384, read_only=True),
-    Param('cameras.compressed', 'bool[]', [], 'Per camera: subscribe to the compressed topic '
-          '(empty: all raw).', read_only=True),
-    Param('query_frequency', float, 10.0, 'Inferences per second while running (Hz).',
-          min=0.1, max=1000.0, read_only=True),
-    Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
-          'how long its header stamp may stay put and its frame stay identical.',
-          min=0.001, max=60.0, read_only=False),
-    Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
-          'its header stamp may stay put.', min=0.001,
-          max=60.0, read_only=False),
-    Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
-          min=0.001, max=60.0, read_only=False),
-    Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
-          "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
-          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0,
-          read_only=False),
-    Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
-          min=0.1, max=3600.0, read_only=True),
-    Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
-          min=5.0, max=100.0, read_only=True),
-    Param('gate.stop_service', str, 'safety/stop', 'The safety gate service every stop (policy/'
-          'stop, the Quest toggle, deactivate, a fault) calls, so the running chunk is canceled '
-          'and the gate forwards nothing until a new preflight; policy/stop answers success, '
-          'and a deactivate completes, only once the gate confirmed the hold or it is known '
-          'that it did not. Empty: no gate (stop only stops publishing; a warning is logged).',
-          read_only=True),
-    Param('gate.stop_timeout', float, 2.0, 'Seconds a stop waits for the gate to confirm the '
-          'hold; longer: the stop is reported NOT confirmed (policy/stop fails; deactivate '
-          'completes with the error in the log, policy/status and /diagnostics).', min=0.01,
-          max=60.0, read_only=True),
-    Param('gate.require_preflight_acceptance', bool, True, 'policy/start (and the Quest '
-          "toggle) needs the safety gate's ACCEPTED verdict (safety/verdict) on the preflight's "
-          'shadow chunk. False: a passing preflight alone allows a start (a warning is '
-          'logged).', read_only=True),
-    Param('gate.verdict_timeout', float, 3.0, 'Seconds policy/preflight waits for the '
-          "safety gate's verdict on its shadow chunk (with gate.require_preflight_acceptance): "
-          'the preflight succeeds only once the gate accepted it, and fails (start stays '
-          'refused) when it rejects it or does not answer in time.', min=0.01, max=60.0,
-          read_only=True),
-    Param('autoconfigure', bool, True, 'Configure and activate at start-up (no lifecycle '
-          'manager needed).', read_only=True),
-    Param('quest.toggle_button', int, -1, 'Joy button index whose debounced press toggles '
-          'start/stop; -1 disables.', min=-1, max=255, read_only=True),
-    Param('quest.debounce_time', float, 0.05, 'Seconds the button must be stable.', min=0.0,
-          max=2.0, read_only=True),
-    Param('quest.grip_axes', 'int[]', [-1, -1], 'Joy axes of the left and right grip values '
-          '(-1: none).', min=-1, max=255, read_only=True),
-    Param('quest.trigger_axes', 'int[]', [-1, -1], 'Joy axes of the left and right trigger '
-          'values (-1: none).', min=-1, max=255, read_only=True),
-    Param('frame_id', str, '', 'header.frame_id of published chunks.', read_only=True),
-    # Chunk aggregation and latency-aware chunking (core/aggregation.py); joint policies only.
-    Param('aggregation.mode', str, 'none', 'none | temporal_ensemble (ACT: exp(-m i) weights '
-          'over every overlapping prediction, oldest first) | weighted_average (LeRobot async '
-          'inference: old_weight x published + (1 - old_weight) x new on the overlap) | keep '
-          '(keep keep_points of the running chunk, replace the rest).',
-          choices=AGGREGATIONS, read_only=True),
-    Param('aggregation.ensemble_coefficient', float, 0.01, "temporal_ensemble: ACT's m "
-          '(per inference).', min=0.0, max=100.0, read_only=True),
-    Param('aggregation.old_weight', float, 0.3, 'weighted_average: weight of the published '
-          'chunk (LeRobot: 0.3).', min=0.0, max=1.0, read_only=True),
-    Param('aggregation.keep_points', int, 0, 'keep: points of the running chunk kept.',
-          min=0, max=10000, read_only=True),
-    Param('aggregation.pin_latency', bool, False, 'Pin the points due before the chunk lands '
-          '(inference latency + pin_margin) to the running chunk, as real-time chunking does; '
-          'report when inference is slower than the overlap.', read_only=True),
-    Param('aggregation.pin_margin', float, 0.0, 'Seconds after publishing that a chunk is '
-          'expected to reach the executor (transport and gate).', min=0.0, max=10.0,
-          read_only=True),
-    Param('aggregation.blend_points', int, 0, 'Points after a pinned or kept prefix that ramp '
-          'linearly from the running chunk to the new one.', min=0, max=10000, read_only=True),
-    Param('markers.frames', 'str[]', [], 'End-effector frames whose predicted path (forward '
-          'kinematics of each joint chunk) is drawn on policy/markers; the robot model comes '
-          'from urdf_path, else robot_description. Empty: only the status text is drawn.',
-          read_only=True),
-    # Cartesian policies (docs/cartesian.md); ignored by joint policies.
-    Param('cartesian.arms', 'str[]', [], 'Arms a Cartesian policy drives (names as in the '
-          "policy's layout and the gate's cartesian_arms); empty: Cartesian policies are "
-          'refused.', read_only=True),
-    Param('cartesian.ee_frames', 'str[]', [], 'End-effector frame of each arm (URDF frame).',
-          read_only=True),
-    Param('cartesian.gripper_joints', 'str[]', [], "Gripper joint of each arm ('' for none; "
-          'empty list: none), for the measured gripper value in an end-effector pose state.',
-          read_only=True),
-    Param('urdf_path', str, '', 'URDF file (or package://<pkg>/<path>) for forward kinematics '
-          'of end-effector pose state, the base frame name and fixed camera frames. Empty '
-          'with cartesian.arms set: the robot_description topic (configure waits for it).',
-          read_only=True),
-    Param('cartesian.camera_frames', 'str[]', [], 'Camera frames not in the URDF whose pose in '
-          'the base frame is given by cartesian.camera_poses.', read_only=True),
-    Param('cartesian.camera_poses', 'float[]', [], 'Pose of each camera frame in the base '
-          'frame: 7 values per frame (x y z m, qx qy qz qw).', read_only=True),
-    Param('cartesian.convention.reference_rotation', 'float[]', [], 'Frame convention '
-          '(T_hw = L T_ds R) L rotation, 9 values row-major; empty: identity. Only when the '
-          'policy declares no convention.', read_only=True),
-    Param('cartesian.convention.reference_translation', 'float[]', [], 'L translation (m, 3 '
-          'values); empty: zero.', read_only=True),
-    Param('cartesian.convention.ee_rotation', 'float[]', [], 'R rotation (dataset -> hardware '
-          'end-effector axes), 9 values row-major; empty: identity.', read_only=True),
-    Param('cartesian.convention.ee_translation', 'float[]', [], 'R translation (m, 3 values); '
-          'empty: zero.', read_only=True),
-    Param('cartesian.convention.gripper_scale', float, 1.0, 'Gripper: hardware = offset + '
-          'scale x dataset value.', read_only=True),
-    Param('cartesian.convention.gripper_offset', float, 0.0, 'Gripper offset (m or rad).',
-          read_only=True),
-    # Human takeover from the Quest (ros/takeover.py, docs/takeover.md).
-    *TAKEOVER_PARAMS,
-]
 
 _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 _DEACTIVATED = 'deactivated (lifecycle): activate to allow preflight/start'
-#: policy.rtc: executor/state older than this (s, steady) is not used; the node's own clock is.
-RTC_EXECUTOR_STATE_AGE = 0.5
 
 
 class PolicyNode(LifecycleNode):
@@ -316,30 +146,19 @@ class PolicyNode(LifecycleNode):
         #: Why the node is unconfigured (lifecycle state 'unconfigured'; '' once configured).
         self.unconfigured_detail = 'not configured (lifecycle configure loads the policy)'
         self._last_sequence = time.time_ns() // 1000 - 1
-        self._entities: dict[str, list[Any]] = {}
-        self._worker: threading.Thread | None = None
-        self._stop_worker = threading.Event()
+        self._entities: entities.Entities = {}
+        self._worker: RolloutWorker | None = None
         self.inferences_skipped = 0
         self.last_latency = math.nan
         self.last_skip_reason = ''
         self.timing: list[tuple[float, float]] = []  # (assembly s, total s), last 1000
-        # Real-time chunking (policy.rtc): the chunks published in this rollout (sequence,
-        # observation stamp, points), the executor's last executor/state (steady receipt
-        # time, active sequence, state) and what the last inference was told.
-        self._rtc_chunks: collections.deque[tuple[int, float, int]] = \
-            collections.deque(maxlen=8)
-        self._executor_state: tuple[float, int, str] | None = None
-        self.last_rtc = 'off'
+        # Real-time chunking (policy.rtc): the chunks published in this rollout and the
+        # executor's last executor/state, from which each inference is told what runs.
+        self.rtc = RunningChunk()
         self._debounce = ButtonDebouncer(self.p['quest.debounce_time'])
         self._closing = False
-        self._wake = threading.Event()
-        self._preflight_req: Future | None = None
-        self._req_lock = threading.Lock()
-        self._reset_generation = -1
         self._last_status: RolloutStatus | None = None
-        self._shadow_seq: int | None = None
-        self._shadow_verdict: tuple[bool, str] | None = None
-        self._shadow_done: Future | None = None   # resolves with _shadow_verdict
+        self._verdict: PreflightVerdict | None = None   # the gate's word on the preflight
         self._gate: GateStop | None = None
         self._toggle_button: DebouncedButton | None = None
         # Diagnostics exist in every lifecycle state: they say why the node is unconfigured.
@@ -398,19 +217,16 @@ class PolicyNode(LifecycleNode):
         self.sm = RolloutStateMachine(
             self.p['preflight_validity'], time.monotonic,
             first_sequence=max(time.time_ns() // 1000, self._last_sequence + 1))
-        self._shadow_seq = self._shadow_verdict = self._shadow_done = None
-        before = self._entity_lists()
+        before = entities.snapshot(self)
         try:
             self._create_entities()
         except Exception:
-            self._destroy_entities(before)
+            self._destroy_entities(entities.created_since(self, before))
             self._release_policy()
             raise
-        self._entities = {k: [e for e in v if e not in before[k]]
-                          for k, v in self._entity_lists().items()}
-        self._stop_worker.clear()
-        self._worker = threading.Thread(target=self._run_worker, name='policy-inference',
-                                        daemon=True)
+        self._entities = entities.created_since(self, before)
+        self._worker = RolloutWorker(self.sm, 1.0 / self.p['query_frequency'], step=self._step,
+                                     begin=self._begin_rollout, serve=self._do_preflight)
         self._worker.start()
         self.unconfigured_detail = ''
         return TransitionCallbackReturn.SUCCESS
@@ -446,11 +262,8 @@ class PolicyNode(LifecycleNode):
                             callback_group=group)
         self.create_service(Trigger, 'policy/start', self._srv_start, callback_group=group)
         self.create_service(Trigger, 'policy/stop', self._srv_stop, callback_group=group)
-        if self.p['gate.require_preflight_acceptance']:
-            self.create_subscription(GateVerdict, 'safety/verdict', self._on_verdict, _RELIABLE)
-        else:
-            self.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
-                                      "start does not wait for the gate's word on the preflight")
+        self._verdict = PreflightVerdict(self, self.p['gate.require_preflight_acceptance'],
+                                         self.p['gate.verdict_timeout'], _RELIABLE)
         # Every stop (policy/stop, the Quest toggle, deactivate, a fault) asks the gate through
         # this one object and reports what it answered.
         self._gate = GateStop(self, self.p['gate.stop_service'], self.p['gate.stop_timeout'],
@@ -463,32 +276,15 @@ class PolicyNode(LifecycleNode):
         # The press's edge comes at its debounce deadline (a steady timer), not with the next
         # joy sample: a stream that publishes only on change may send none.
         if self.p['quest.toggle_button'] >= 0:
-            self._toggle_button = DebouncedButton(self, self._debounce, self._toggle)
+            self._toggle_button = DebouncedButton(self, self._debounce, self._toggle,
+                                                  self.p['quest.toggle_button'],
+                                                  'quest.toggle_button')
 
-    _KINDS = ('publishers', 'subscriptions', 'services', 'clients', 'timers')
-
-    def _entity_lists(self) -> dict[str, list[Any]]:
-        return {k: list(getattr(self, k)) for k in self._KINDS}
-
-    def _destroy_entities(self, keep: dict[str, list[Any]] | None = None) -> None:
-        """Destroy what configure created (``keep``: what existed before it)."""
-        made = self._entities if keep is None else \
-            {k: [e for e in v if e not in keep[k]] for k, v in self._entity_lists().items()}
-        for pub in made.get('publishers', []):
-            if isinstance(pub, LifecyclePublisher):
-                self.destroy_lifecycle_publisher(pub)
-            else:
-                self.destroy_publisher(pub)
-        for sub in made.get('subscriptions', []):
-            self.destroy_subscription(sub)
-        for srv in made.get('services', []):
-            self.destroy_service(srv)
-        for cli in made.get('clients', []):
-            self.destroy_client(cli)
-        for tmr in made.get('timers', []):
-            self.destroy_timer(tmr)
+    def _destroy_entities(self, made: entities.Entities | None = None) -> None:
+        """Destroy what configure created (``made``; default: what the last configure did)."""
+        entities.destroy(self, self._entities if made is None else made)
         self._entities = {}
-        self._gate = None
+        self._gate = self._verdict = None
         self._toggle_button = None
 
     def _apply_live(self, changes: dict[str, Any]) -> None:
@@ -512,23 +308,18 @@ class PolicyNode(LifecycleNode):
             from ament_index_python.packages import get_package_share_directory
             path = get_package_share_directory('egoroll_ros') + '/policies/demo'
         setup = self.setup
-        if p['policy.rtc']:
-            if self.aggregator.config.active:
-                raise ConfigError("parameters 'policy.rtc' and 'aggregation.*': real-time "
-                                  'chunking inpaints the seam in the policy; aggregation '
-                                  '(mode, pin_latency) would rewrite its chunk: choose one')
-            if setup.cartesian is not None:
-                raise ConfigError("parameter 'policy.rtc': joint policies only (this "
-                                  'configuration is Cartesian)')
+        check_rtc_config(p['policy.rtc'], self.aggregator.config.active,
+                         setup.cartesian is not None)
         if self._needs_description and self._description is not None:
             setup = dataclasses.replace(setup, cartesian=dataclasses.replace(
                 setup.cartesian, urdf_text=self._description))
         loaded = load_policy(p, setup, path, sys.executable, self.get_logger().warning,
                              prepare=prepare_image)
-        if p['policy.rtc'] and loaded.policy.metadata.time_from_start is not None:
+        try:
+            check_rtc_policy(p['policy.rtc'], loaded.policy.metadata)
+        except ConfigError:
             loaded.policy.close()
-            raise ConfigError("parameter 'policy.rtc': the policy gives its own "
-                              'time_from_start; RTC aligns chunks by the step period only')
+            raise
         if p['policy.rtc']:
             self.get_logger().info('real-time chunking: each inference passes the running '
                                    "chunk's unexecuted points and the inference delay")
@@ -622,25 +413,16 @@ class PolicyNode(LifecycleNode):
         # and the publish (rclpy then raises RCLError: 'publisher's context is invalid')
         if sm is not None and self.context.ok():
             with contextlib.suppress(RuntimeError):
-                self._publish_last_status(sm, why)
-        self._stop_worker.set()
-        self._wake.set()
+                self.status_pub.publish(final_status(self._closing, why, sm.chunks_published,
+                                                     self.inferences_skipped))
         worker, self._worker = self._worker, None
-        if worker is not None and worker.is_alive() and \
-                threading.current_thread() is not worker:
-            worker.join(timeout=10.0)
+        if worker is not None:
+            worker.stop(timeout=10.0)
         self._destroy_entities()
         self._release_policy()
         self.sm = None
         self._last_status = None
         self.unconfigured_detail = why
-
-    def _publish_last_status(self, sm, why: str) -> None:  # noqa: ANN001
-        self.status_pub.publish(RolloutStatus(
-            state=RolloutStatus.STATE_SHUTDOWN if self._closing else
-            RolloutStatus.STATE_UNCONFIGURED, state_name='SHUTDOWN' if self._closing else
-            'UNCONFIGURED', detail=why, chunks_published=sm.chunks_published,
-            inferences_skipped=self.inferences_skipped))
 
     def _release_policy(self) -> None:
         policy, self.policy = self.policy, None
@@ -663,7 +445,7 @@ class PolicyNode(LifecycleNode):
         return cb
 
     def _on_executor_state(self, msg: ExecutorState) -> None:
-        self._executor_state = (time.monotonic(), int(msg.active_sequence), str(msg.state))
+        self.rtc.executor(time.monotonic(), msg.active_sequence, msg.state)
 
     def _on_joint_states(self, msg: JointState) -> None:
         now = time.monotonic()
@@ -685,14 +467,8 @@ class PolicyNode(LifecycleNode):
         self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now,
                         clock=self._clock_now())
         self.takeover.on_joy(tuple(msg.buttons), now)
-        b = self.p['quest.toggle_button']
-        if b < 0:
-            return
-        if b >= len(msg.buttons):
-            self.get_logger().warning(f'quest/joy has {len(msg.buttons)} buttons; '
-                                   f"'quest.toggle_button' is {b}", once=True)
-            return
-        self._toggle_button.update(bool(msg.buttons[b]), now)
+        if self._toggle_button is not None:   # quest.toggle_button >= 0
+            self._toggle_button.sample(msg.buttons, now)
 
     def _toggle(self) -> None:
         """A debounced press of the Quest toggle: stop a running rollout, else start."""
@@ -725,60 +501,17 @@ class PolicyNode(LifecycleNode):
             res.success, res.message = False, str(exc)
             return res
         done: Future = Future()
-        with self._req_lock:
-            self._preflight_req = done
-        self._wake.set()
+        self._worker.request(done)   # the worker answers it with _do_preflight()
         limit = 3.0 * self.p['policy.request_timeout'] + 5.0
         if not await wait_for(self, done, limit):
             sm.fault(f'preflight did not finish within {limit:g} s')
             res.success, res.message = False, f'preflight timed out after {limit:g} s'
             return res
         ok, message = done.result()
-        if ok and self.p['gate.require_preflight_acceptance']:
-            ok, message = await self._gate_word(message)
+        if ok and self._verdict.required:
+            ok, message = await self._verdict.wait(message)
         res.success, res.message = ok, message
         return res
-
-    async def _gate_word(self, passed: str) -> tuple[bool, str]:
-        """Await the safety gate's verdict on the preflight's shadow chunk: a preflight
-        succeeds only when the start it allows would be accepted (so a preflight followed at
-        once by a start, over any link, never races the verdict)."""
-        with self.sm.lock:
-            seq, verdict = self._shadow_seq, self._shadow_done
-        if verdict is None:
-            return False, f'{passed}; no shadow chunk to wait for'
-        limit = self.p['gate.verdict_timeout']
-        if not await wait_for(self, verdict, limit):
-            return False, (f'{passed}, but the safety gate did not report on shadow chunk {seq} '
-                           f'within {limit:g} s (safety/verdict; is the gate running?): start '
-                           'stays refused')
-        accepted, summary = verdict.result()
-        if not accepted:
-            return False, f'{passed}, but the safety gate did not accept it: {summary}'
-        return True, f'{passed} and accepted by the safety gate'
-
-    def _on_verdict(self, msg: GateVerdict) -> None:
-        with self.sm.lock:
-            if msg.shadow and self._shadow_seq is not None and msg.sequence == self._shadow_seq:
-                self._shadow_verdict = (bool(msg.accepted), msg.summary)
-                done = self._shadow_done
-                if done is not None and not done.done():
-                    done.set_result(self._shadow_verdict)
-
-    def _gate_refusal(self) -> str:
-        """Why the gate's word on the preflight does not allow a start ('' when it does)."""
-        if not self.p['gate.require_preflight_acceptance']:
-            return ''
-        with self.sm.lock:
-            seq, verdict = self._shadow_seq, self._shadow_verdict
-        if seq is None:
-            return 'no preflight shadow chunk yet'
-        if verdict is None:
-            return (f'the safety gate has not reported on preflight shadow chunk {seq} '
-                    '(safety/verdict); wait for it, or run preflight again')
-        if not verdict[0]:
-            return f'the safety gate did not accept preflight shadow chunk {seq}: {verdict[1]}'
-        return ''
 
     def _inactive(self) -> str:
         """Why preflight/start are refused while the node is not active."""
@@ -789,17 +522,16 @@ class PolicyNode(LifecycleNode):
     def _start(self) -> tuple[bool, str]:
         if not self.active or self.sm is None:
             return False, self._inactive()
-        refusal = self._gate_refusal()
+        refusal = self._verdict.refusal()
         if refusal and self.sm.state is State.READY:
             return False, f'start refused: {refusal}'
         try:
             gen = self.sm.start()
         except TransitionError as exc:
             return False, str(exc)
-        self._reset_generation = gen
         if self._gate is not None:
             self._gate.clear()     # the last stop's report is shown until a new start
-        self._wake.set()
+        self._worker.begin(gen)
         return True, 'rollout started'
 
     def _srv_start(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
@@ -857,39 +589,17 @@ class PolicyNode(LifecycleNode):
             self._diagnostics.update(force=True)
 
     # ---------------------------------------------------------------- worker
-    def _run_worker(self) -> None:
-        period = 1.0 / self.p['query_frequency']
-        deadline = time.monotonic()
-        while not self._stop_worker.is_set():
-            woke = self._wake.wait(max(0.0, deadline - time.monotonic()))
-            if woke:
-                self._wake.clear()
-            if self._stop_worker.is_set():
-                break
-            with self._req_lock:
-                req, self._preflight_req = self._preflight_req, None
-            if req is not None:
-                req.set_result(self._do_preflight())   # wakes the awaiting service
-                continue
-            now = time.monotonic()
-            gen = self.sm.generation
-            if gen == self._reset_generation and self.sm.is_current(gen):
-                self._reset_generation = -1
-                deadline = now  # first step of a new rollout right away
-                self.aggregator.reset()
-                self._rtc_chunks.clear()
-                try:
-                    self.policy.reset()
-                except EgorollError as exc:
-                    self._fault(f'policy reset failed: {exc}', gen)
-                    continue
-            if now < deadline:
-                continue
-            deadline += period
-            if deadline < now:  # overrun: skip missed slots, keep the phase
-                deadline += math.ceil((now - deadline) / period) * period
-            if self.sm.is_current(gen):
-                self._step(gen)
+    def _begin_rollout(self, gen: int) -> bool:
+        """A new rollout, on the worker before its first step: nothing of the last one is
+        aggregated or continued; a policy that fails to reset faults it."""
+        self.aggregator.reset()
+        self.rtc.clear()
+        try:
+            self.policy.reset()
+        except EgorollError as exc:
+            self._fault(f'policy reset failed: {exc}', gen)
+            return False
+        return True
 
     def _fault(self, reason: str, gen: int | None) -> None:
         running = self.sm.is_current(gen) if gen is not None else self.sm.state is State.RUNNING
@@ -900,13 +610,15 @@ class PolicyNode(LifecycleNode):
 
     def _infer(self, shadow: bool = False, rtc: bool = False) -> Step | str:
         """One rollout step on the latest inputs: the step, or a skip reason (``rtc``: with
-        the real-time chunking guidance of :meth:`_rtc_request`).
+        the real-time chunking guidance of :class:`~egoroll_ros.core.rtc.RunningChunk`).
 
         Raises:
             PolicyError: inference failed.
         """
         stamp = self.get_clock().now().nanoseconds * 1e-9
-        guidance = self._rtc_request(stamp) if rtc else None
+        guidance = self.rtc.request(
+            stamp, self.policy.metadata.step_period, time.monotonic(),
+            [total for _, total in self.timing[-DELAY_WINDOW:]]) if rtc else None
         try:
             step = rollout_step(self.builder, self.inputs, self.space, time.monotonic(),
                                 stamp, shadow=shadow, rtc=guidance)
@@ -918,42 +630,6 @@ class PolicyNode(LifecycleNode):
         if len(self.timing) > 1000:
             del self.timing[:500]
         return step
-
-    def _rtc_request(self, stamp: float) -> RtcRequest | None:
-        """Real-time chunking guidance for an observation stamped ``stamp`` (policy.rtc).
-
-        The running chunk is the one executor/state names (fresh within 0.5 s and executing
-        one of this rollout's chunks; executing another goal or holding: none); without a
-        fresh executor/state, by this node's own clock, the last chunk it published. Its
-        points due at or before ``stamp`` (it steps every step period from its own stamp) are
-        executed; the inference delay is the longest of the last 10 inference latencies in
-        steps, rounded up (as LeRobot's RTC engine takes it).
-        """
-        if not self.p['policy.rtc'] or not self._rtc_chunks:
-            self.last_rtc = 'no chunk published yet in this rollout'
-            return None
-        period = self.policy.metadata.step_period
-        ex = self._executor_state
-        if ex is not None and time.monotonic() - ex[0] < RTC_EXECUTOR_STATE_AGE:
-            running = next((c for c in self._rtc_chunks if ex[2] == 'executing' and
-                            c[0] == ex[1]), None)
-            source = 'executor/state'
-        else:
-            running, source = self._rtc_chunks[-1], 'own clock'
-        if running is None:
-            self.last_rtc = f'no chunk of this rollout running ({source}: {ex[2]}, ' \
-                f'sequence {ex[1]})'
-            return None
-        seq, prefix_stamp, points = running
-        executed = max(0, round((stamp - prefix_stamp) / period))
-        if executed >= points:
-            self.last_rtc = f'chunk {seq} ({source}) is fully executed'
-            return None
-        recent = [total for _, total in self.timing[-10:]]
-        delay = math.ceil(max(recent) / period - 1e-9) if recent else 0
-        self.last_rtc = (f'chunk {seq} ({source}): {points - executed} points left, '
-                         f'inference delay {delay} steps')
-        return RtcRequest(prefix_stamp, executed, delay)
 
     def _step(self, gen: int) -> None:
         try:
@@ -985,8 +661,7 @@ class PolicyNode(LifecycleNode):
 
         seq = self.sm.publish_if_current(gen, publish)
         if seq is not None and not msg.shadow and isinstance(out.chunk, Chunk):
-            self._rtc_chunks.append((seq, float(out.chunk.stamp),
-                                     len(out.chunk.trajectory.times)))
+            self.rtc.published(seq, out.chunk.stamp, len(out.chunk.trajectory.times))
         if seq is not None:
             # RViz only, after the chunk is out (never delays or gates a chunk).
             obs = out.observation
@@ -995,15 +670,7 @@ class PolicyNode(LifecycleNode):
                                  f'RUNNING, chunk {seq}, {latency * 1e3:.0f} ms')
 
     def _make_aggregator(self) -> ChunkAggregator:
-        p = self.p
-        cfg = AggregationConfig(
-            mode=p['aggregation.mode'], ensemble_coefficient=p['aggregation.ensemble_coefficient'],
-            old_weight=p['aggregation.old_weight'], keep_points=p['aggregation.keep_points'],
-            pin_latency=p['aggregation.pin_latency'], pin_margin=p['aggregation.pin_margin'],
-            blend_points=p['aggregation.blend_points'])
-        if cfg.active and self.setup.cartesian is not None:
-            raise ConfigError("parameter 'aggregation.mode': aggregation and pin_latency apply "
-                              'to joint policies only (this one is Cartesian)')
+        cfg = config_from_params(self.p, cartesian=self.setup.cartesian is not None)
         if cfg.active:
             self.get_logger().info(f'chunk aggregation: {cfg.mode}, pin_latency '
                                    f'{cfg.pin_latency}')
@@ -1012,18 +679,11 @@ class PolicyNode(LifecycleNode):
 
     def _aggregate(self, chunk: Any) -> Any:
         """The chunk to publish: the aggregation stage (a no-op unless configured)."""
-        if not self.aggregator.config.active or not isinstance(chunk, Chunk):
-            return chunk
-        traj = chunk.trajectory
-        now = self.get_clock().now().nanoseconds * 1e-9
-        res = self.aggregator.aggregate(chunk.stamp, traj.times, traj.positions, now)
-        if res.underrun is not None:
-            self.last_underrun = (f'inference slower than the chunk overlap: the running chunk '
-                                  f'ended {res.underrun:.3f} s before this one lands (the '
-                                  'executor decelerated to a hold at its end)')
-            self.get_logger().warning(self.last_underrun, once=True)
-        return dataclasses.replace(chunk, trajectory=dataclasses.replace(
-            traj, positions=res.positions))
+        chunk, underrun = self.aggregator.apply(chunk, self.get_clock().now().nanoseconds * 1e-9)
+        if underrun:
+            self.last_underrun = underrun
+            self.get_logger().warning(underrun, once=True)
+        return chunk
 
     def _do_preflight(self) -> tuple[bool, str]:
         gen = self.sm.generation
@@ -1045,8 +705,7 @@ class PolicyNode(LifecycleNode):
             if self.sm.generation != gen or self.sm.state is not State.PREFLIGHT:
                 return False, 'preflight interrupted'
             msg.sequence = self.sm.next_sequence()
-            self._shadow_seq, self._shadow_verdict = int(msg.sequence), None
-            self._shadow_done = Future()
+            self._verdict.expect(msg.sequence)
             self.chunk_pub.publish(msg)
             self.sm.end_preflight(True, f'preflight passed ({latency * 1e3:.1f} ms); start '
                                         f"within {self.p['preflight_validity']:g} s")
@@ -1059,60 +718,30 @@ class PolicyNode(LifecycleNode):
             return
         now = time.monotonic()
         state = sm.state
-        msg = RolloutStatus()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.state = int(state)
-        msg.state_name = state.name
-        detail = sm.detail
-        if state is State.RUNNING and self.last_skip_reason:
-            detail = f'{detail}; last skip: {self.last_skip_reason}'
-        if state is State.RUNNING and self.last_underrun:
-            detail = f'{detail}; {self.last_underrun} ({self.aggregator.underruns} times)'
-        if self.takeover.core.active:
-            detail = f'{detail}; {self.takeover.detail or "operator takeover"} (the policy runs '\
-                'in shadow)'
-        stop = self._gate.last if self._gate is not None else None
-        if stop is not None and state is not State.RUNNING:
-            detail = f'{detail}; {stop.text()}'     # until the next start
-        msg.detail = detail
-        msg.policy_id = self.policy.metadata.fingerprint if self.policy is not None else ''
-        msg.chunks_published = sm.chunks_published
-        msg.inferences_skipped = self.inferences_skipped
-        msg.last_inference_latency = float(self.last_latency)
-        ages = self.inputs.ages(now)
-        msg.input_names = list(ages)
-        msg.input_ages = [-1.0 if a is None else float(a) for a in ages.values()]
+        takeover = (self.takeover.detail or 'operator takeover') \
+            if self.takeover.core.active else None
+        detail = rollout_detail(
+            sm.detail, state, last_skip=self.last_skip_reason, underrun=self.last_underrun,
+            underruns=self.aggregator.underruns, takeover=takeover, stop=self._last_stop())
+        msg = rollout_status(
+            self.get_clock().now().to_msg(), state, detail,
+            policy_id=self.policy.metadata.fingerprint if self.policy is not None else '',
+            chunks_published=sm.chunks_published, inferences_skipped=self.inferences_skipped,
+            latency=self.last_latency, ages=self.inputs.ages(now))
         self.status_pub.publish(msg)
         self.takeover.publish_label()
         self._last_status = msg
 
+    def _last_stop(self) -> StopReport | None:
+        return self._gate.last if self._gate is not None else None
+
     def _rollout_status(self) -> TaskStatus:
-        if self.sm is None:
-            refused = self.unconfigured_detail.startswith('configure refused')
-            return TaskStatus(ERROR if refused else WARN,
-                              f'UNCONFIGURED: {self.unconfigured_detail}')
-        st = self._last_status
-        if st is None:
-            return TaskStatus(STALE, 'no status published yet')
-        values = [('state', st.state_name), ('policy_id', st.policy_id),
-                  ('chunks_published', st.chunks_published),
-                  ('inferences_skipped', st.inferences_skipped),
-                  ('last_inference_latency', st.last_inference_latency),
-                  ('aggregation', self.aggregator.config.mode),
-                  ('rtc', self.last_rtc if self.p['policy.rtc'] else 'off'),
-                  ('overlap_underruns', self.aggregator.underruns)]
-        values += [(f'age {n}', f'{a:.3f}')
-                   for n, a in zip(st.input_names, st.input_ages, strict=True)]
-        # clock offset (our clock at receipt - header stamp) of each input: last, min, max
-        values += [(f'clock offset {n}', f"{o['last']:+.4f} (min {o['min']:+.4f}, max "
-                                         f"{o['max']:+.4f}, {o['count']} msgs)")
-                   for n, o in self.inputs.clock_offsets().items() if o['count']]
-        level = ERROR if st.state == State.FAULT else OK
-        stop = self._gate.last if self._gate is not None else None
-        if stop is not None:   # the last stop since the last start: a hold not confirmed is ERROR
-            values.append(('last stop', stop.text()))
-            level = max(level, {CONFIRMED: OK, NOT_CONFIRMED: ERROR}.get(stop.state, WARN))
-        return TaskStatus(level, f'{st.state_name}: {st.detail}', values)
+        return rollout_task(
+            self._last_status, unconfigured=self.unconfigured_detail if self.sm is None else None,
+            values=[('aggregation', self.aggregator.config.mode),
+                    ('rtc', self.rtc.last if self.p['policy.rtc'] else 'off'),
+                    ('overlap_underruns', self.aggregator.underruns)],
+            clock_offsets=self.inputs.clock_offsets(), stop=self._last_stop())
 
 
 def main(args: list[str] | None = None) -> int:

@@ -73,7 +73,7 @@ from egoroll_ros.ros.convert import (
 from egoroll_ros.ros.diagnostics import OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.params import Param, declare_params, per_joint
 from egoroll_ros.ros.robot_models import RobotModelProvider
-from egoroll_ros.ros.runner import next_turn, run_node, wake_executor
+from egoroll_ros.ros.runner import run_node, wake_executor
 
 #: GIL switch interval (s) set by ``main`` (Python's default is 5 ms).
 SWITCH_INTERVAL = 0.0002
@@ -341,7 +341,7 @@ class TrajectoryServer(Node):
                 self._request_join(time.monotonic())
         except TrajectoryError as exc:
             if exc.code == 'CANCELED':
-                await self._finish_canceled(goal_handle)
+                self._finish_canceled(goal_handle)
                 return ExecuteTrajectory.Result(error_code=CODES['CANCELED'],
                                                 error_string=f'CANCELED: {exc}')
             self.get_logger().warning(f'goal sequence {req.sequence} from '
@@ -361,24 +361,32 @@ class TrajectoryServer(Node):
             if out.code == 'SUCCESSFUL':
                 goal_handle.succeed()
             elif out.code == 'CANCELED':
-                await self._finish_canceled(goal_handle)
+                self._finish_canceled(goal_handle)
             else:
                 goal_handle.abort()
         except Exception as exc:  # noqa: BLE001 - shutdown races; the result is still returned
             self.get_logger().debug(f'could not set the goal state: {exc}')
         return result
 
-    async def _finish_canceled(self, goal_handle) -> None:  # noqa: ANN001
-        # The cancel callback ran already; the action server marks the goal CANCELING right
-        # after it returns (same executor turn; the callback woke the executor for the next),
-        # and only then may the goal end CANCELED.
-        deadline = time.monotonic() + 2.0
-        while not goal_handle.is_cancel_requested and time.monotonic() < deadline:
-            await next_turn()
+    def _finish_canceled(self, goal_handle) -> None:  # noqa: ANN001
+        """End a goal whose cancel :meth:`_on_cancel` accepted as CANCELED.
+
+        The goal is CANCELING by now, without waiting: rclpy's ActionServer moves it there
+        right after the cancel callback returns ACCEPT, in the same step of the cancel task
+        (``_execute_cancel_request``: the callback, then ``_update_state(CANCEL_GOAL)``, no
+        await between; rclpy 7.1.6 and 9.1.2 alike), and this goal's coroutine resumes only on
+        the node's one executor thread, so never in between. A CANCELED outcome (and an early
+        cancel) comes only from a cancel that callback accepted. rclpy has no event for the
+        CANCELING state, so on an executor with several threads the goal could still be
+        EXECUTING here: it is then aborted (its result still says CANCELED), with an error.
+        """
         try:
             if goal_handle.is_cancel_requested:
                 goal_handle.canceled()
             else:
+                self.get_logger().error(
+                    'a canceled goal is not CANCELING yet (the node spins on several executor '
+                    'threads; it needs one): ended ABORTED, its result says CANCELED')
                 goal_handle.abort()
         except Exception as exc:  # noqa: BLE001 - shutdown races; the result is still returned
             self.get_logger().debug(f'could not set the goal state: {exc}')
@@ -400,7 +408,7 @@ class TrajectoryServer(Node):
                 ok = True
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
-        wake_executor(self)   # the goal's coroutine resumes once CANCELING is set
+        wake_executor(self)   # the goal's coroutine resumes (after rclpy sets CANCELING)
         return CancelResponse.ACCEPT if ok else CancelResponse.REJECT
 
     def _dispatch(self, outcomes: list[Outcome]) -> None:

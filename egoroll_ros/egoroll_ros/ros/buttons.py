@@ -8,7 +8,7 @@ timer polls the core at that deadline, so the edge comes at the deadline whateve
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 import time
 
 from rclpy.clock import Clock, ClockType
@@ -25,12 +25,17 @@ class DebouncedButton:
             executor thread).
         debouncer: the core (it may outlive this object, e.g. across lifecycle configures).
         on_press: called on the executor thread at each press edge.
+        index: the button's index in a joy sample's buttons, for :meth:`sample`.
+        parameter: the parameter that names ``index`` (for the warning when a sample has too
+            few buttons).
     """
 
     def __init__(self, node: Node, debouncer: ButtonDebouncer,
-                 on_press: Callable[[], None]) -> None:
+                 on_press: Callable[[], None], index: int = -1, parameter: str = '') -> None:
         self.debouncer = debouncer
         self._on_press = on_press
+        self._node = node
+        self.index, self.parameter = index, parameter
         self._timer = None
         if debouncer.stable_time > 0:   # 0: every edge comes with its sample
             self._timer = node.create_timer(debouncer.stable_time, self._poll,
@@ -42,6 +47,15 @@ class DebouncedButton:
         if self.debouncer.update(raw, now):
             self._on_press()
         self._arm()
+
+    def sample(self, buttons: Sequence[int], now: float) -> None:
+        """A joy sample's ``buttons`` (steady time ``now``): :meth:`update` with the button at
+        ``index``; a sample without it is ignored, with a warning (once)."""
+        if self.index >= len(buttons):
+            self._node.get_logger().warning(f'quest/joy has {len(buttons)} buttons; '
+                                            f"'{self.parameter}' is {self.index}", once=True)
+            return
+        self.update(bool(buttons[self.index]), now)
 
     def _poll(self) -> None:
         if self.debouncer.poll(time.monotonic()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lerobot_testlib import ACT_SPEC, DIFFUSION_SPEC, make_checkpoint
+from lerobot_testlib import ACT_SPEC, DIFFUSION_SPEC, SMOLVLA_SPEC, make_checkpoint
 import pytest
 
 
@@ -26,3 +26,11 @@ def diffusion_checkpoint(lerobot_python: str, tmp_path_factory: pytest.TempPathF
     return make_checkpoint(lerobot_python, tmp_path_factory.mktemp('diffusion'), DIFFUSION_SPEC)
 
 
+
+
+@pytest.fixture(scope='session')
+def smolvla_checkpoint(lerobot_python: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny SmolVLA with its tiny local backbone (next to it, in vlm/), made with the
+    network unreachable."""
+    return make_checkpoint(lerobot_python, tmp_path_factory.mktemp('smolvla'), SMOLVLA_SPEC,
+                           offline=True)

@@ -30,6 +30,17 @@ DIFFUSION_SPEC = {'policy': 'diffusion', 'state': 4, 'action': 4, 'env_state': 7
                              'spatial_softmax_num_keypoints': 8, 'n_groups': 4,
                              'num_inference_steps': 3, 'use_group_norm': True,
                              'drop_n_last_frames': 7}}
+#: A tiny SmolVLA (LeRobot 0.6.1's flow-matching VLA, which does real-time chunking) on a
+#: tiny local SmolVLM backbone made offline (lerobot_tool.tiny_vlm; no Hub, no weights
+#: downloaded): one camera, 6-dim state, 3 Euler steps, a whole 10-step chunk executed (as
+#: LeRobot's RTC engine executes them).
+SMOLVLA_SPEC = {'policy': 'smolvla', 'tiny_vlm': True, 'state': 6, 'action': 6,
+                'cameras': {'front': [40, 48]}, 'env_fps': 30, 'scale': 2.0, 'seed': 1,
+                'config': {'load_vlm_weights': False, 'num_vlm_layers': 2,
+                           'self_attn_every_n_layers': 2, 'expert_width_multiplier': 0.75,
+                           'resize_imgs_with_padding': [32, 32], 'chunk_size': 10,
+                           'n_action_steps': 10, 'tokenizer_max_length': 16, 'num_steps': 3,
+                           'max_state_dim': 8, 'max_action_dim': 8}}
 
 
 def lerobot_env() -> dict[str, str]:
@@ -38,17 +49,21 @@ def lerobot_env() -> dict[str, str]:
     return clean_env()
 
 
-def run_tool(python: str, *args: str, timeout: float = 300.0) -> str:
-    """Run helpers/lerobot_tool.py in the runtime; its stdout (fails the test on an error)."""
-    proc = subprocess.run([python, str(LEROBOT_TOOL), *args], capture_output=True, text=True,
-                          timeout=timeout, env=lerobot_env())
+def run_tool(python: str, *args: str, timeout: float = 300.0, offline: bool = False) -> str:
+    """Run helpers/lerobot_tool.py in the runtime; its stdout (fails the test on an error).
+    ``offline``: in a network namespace of its own (``unshare -n``: no network at all)."""
+    cmd = [python, str(LEROBOT_TOOL), *args]
+    proc = subprocess.run((['unshare', '-n'] if offline else []) + cmd, capture_output=True,
+                          text=True, timeout=timeout, env=lerobot_env())
     assert proc.returncode == 0, f'lerobot_tool {args[0]} failed:\n{proc.stderr[-4000:]}'
     return proc.stdout
 
 
-def make_checkpoint(python: str, out: Path, spec: dict[str, Any]) -> Path:
+def make_checkpoint(python: str, out: Path, spec: dict[str, Any], offline: bool = False
+                    ) -> Path:
     """A checkpoint saved by lerobot's save_checkpoint; its pretrained_model directory."""
-    return Path(run_tool(python, 'make', str(out), json.dumps(spec)).strip().splitlines()[-1])
+    return Path(run_tool(python, 'make', str(out), json.dumps(spec),
+                         offline=offline).strip().splitlines()[-1])
 
 
 def linked_copy(src: Path, dst: Path) -> Path:

@@ -651,7 +651,7 @@ def _rtc_rollout(ros_graph, tmp_path):
 
 def _live_stamps(node):
     """(sequence, stamp) of every live chunk the node recorded for RTC, oldest first."""
-    return [(seq, stamp) for seq, stamp, _ in node._rtc_chunks]
+    return [(seq, stamp) for seq, stamp, _ in node.rtc.chunks]
 
 
 def test_rtc_passes_the_last_chunks_leftover_and_the_inference_delay(ros_graph, tmp_path):
@@ -673,7 +673,7 @@ def test_rtc_passes_the_last_chunks_leftover_and_the_inference_delay(ros_graph, 
 
 def test_rtc_follows_the_chunk_executor_state_says_is_running(ros_graph, tmp_path):
     node, probe, _ = _rtc_rollout(ros_graph, tmp_path)
-    wait_until(lambda: len(node._rtc_chunks) >= 1, 10, 'a live chunk')
+    wait_until(lambda: len(node.rtc.chunks) >= 1, 10, 'a live chunk')
     seq0, stamp0 = _live_stamps(node)[0]
     pub = probe.create_publisher(ExecutorState, 'executor/state', 10)
     said = {'state': 'executing'}
@@ -681,7 +681,7 @@ def test_rtc_follows_the_chunk_executor_state_says_is_running(ros_graph, tmp_pat
     def tick():
         pub.publish(ExecutorState(state=said['state'], active_sequence=seq0))
     probe.create_timer(0.02, tick)
-    wait_until(lambda: node._executor_state is not None, 10, 'executor/state received')
+    wait_until(lambda: node.rtc.executor_state is not None, 10, 'executor/state received')
     n = len(node.policy.rtc_requests)
     wait_until(lambda: len(node.policy.rtc_requests) >= n + 3, 10, 'three more inferences')
     guided = [(s, r) for s, r in node.policy.rtc_requests[n:] if r is not None]
@@ -689,9 +689,9 @@ def test_rtc_follows_the_chunk_executor_state_says_is_running(ros_graph, tmp_pat
     for s, r in guided:
         assert r.executed == round((s - stamp0) / 0.05)
     said['state'] = 'holding'
-    wait_until(lambda: node._executor_state[2] == 'holding', 10, 'holding received')
+    wait_until(lambda: node.rtc.executor_state[2] == 'holding', 10, 'holding received')
     m = len(node.policy.rtc_requests)
     wait_until(lambda: len(node.policy.rtc_requests) >= m + 2, 10, 'two more inferences')
     assert node.policy.rtc_requests[-1][1] is None      # the executor holds: no leftover
-    assert 'no chunk of this rollout running' in node.last_rtc
+    assert 'no chunk of this rollout running' in node.rtc.last
     assert _call(node, 'stop').success

@@ -10,6 +10,7 @@ import threading
 import time
 import traceback
 
+from action_msgs.msg import GoalStatus
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
@@ -128,9 +129,13 @@ class Rig:
         return handle, t_sent
 
     def result(self, handle, timeout=10.0):
+        return self.outcome(handle, timeout)[0]
+
+    def outcome(self, handle, timeout=10.0):
+        """(result, the goal's final status as the server set it)."""
         fut = handle.get_result_async()
         wait_until(fut.done, timeout, 'goal result')
-        return fut.result().result
+        return fut.result().result, fut.result().status
 
     def run(self, goal, timeout=10.0):
         return self.result(self.send(goal), timeout)
@@ -239,9 +244,10 @@ def test_cancel_holds_within_one_period_and_no_old_setpoint_after_the_result(ros
         sign = 1.0 if rep % 2 == 0 else -1.0
         handle, t_sent = rig.send_moving(sign)
         cancel = handle.cancel_goal_async()
-        res = rig.result(handle)
+        res, status = rig.outcome(handle)
         t_result = rig.now()
         assert res.error_code == R.CANCELED, (rep, res.error_string)
+        assert status == GoalStatus.STATUS_CANCELED, (rep, status)    # not aborted
         wait_until(cancel.done, 5.0, 'cancel response')
         wait_until(lambda t=t_result: len(rig.commanded_since(t)) >= 3, 5.0,
                    'setpoints after the cancel result')
@@ -349,9 +355,10 @@ def test_cancel_right_after_acceptance_never_moves_the_robot(ros_graph):
         t_sent = rig.now()
         handle = rig.send(rig.goal([0.5], [[0.3 if rep % 2 else -0.3] * 3]))
         handle.cancel_goal_async()  # at once: the execute callback may not have run yet
-        res = rig.result(handle)
+        res, status = rig.outcome(handle)
         t_result = rig.now()
         assert res.error_code == R.CANCELED, (rep, res.error_string)
+        assert status == GoalStatus.STATUS_CANCELED, (rep, status)
         wait_until(lambda t=t_result: len(rig.commanded_since(t)) >= 2, 5.0, 'hold setpoints')
         after = rig.commanded_since(t_result)
         assert all(list(m.position) == list(after[0].position) for m in after), rep

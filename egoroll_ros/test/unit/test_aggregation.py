@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from egoroll_ros.core.aggregation import AggregationConfig, ChunkAggregator
+from egoroll_ros.core.aggregation import AggregationConfig, ChunkAggregator, config_from_params
+from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.errors import ConfigError
 
 STEP = 0.05
@@ -118,3 +119,53 @@ def test_the_prediction_is_never_modified_in_place():
 def test_bad_config_names_the_parameter(kw, name):
     with pytest.raises(ConfigError, match=name):
         AggregationConfig(**kw)
+
+
+PARAMS = {'aggregation.mode': 'none', 'aggregation.ensemble_coefficient': 0.01,
+          'aggregation.old_weight': 0.3, 'aggregation.keep_points': 0,
+          'aggregation.pin_latency': False, 'aggregation.pin_margin': 0.0,
+          'aggregation.blend_points': 0}
+
+
+def test_config_from_params_takes_every_aggregation_parameter():
+    cfg = config_from_params({**PARAMS, 'aggregation.mode': 'keep', 'aggregation.keep_points': 3,
+                              'aggregation.pin_margin': 0.02}, cartesian=False)
+    assert (cfg.mode, cfg.keep_points, cfg.pin_margin, cfg.old_weight) == ('keep', 3, 0.02, 0.3)
+
+
+@pytest.mark.parametrize('change', [{'aggregation.mode': 'temporal_ensemble'},
+                                    {'aggregation.pin_latency': True}])
+def test_an_active_stage_is_refused_for_a_cartesian_configuration(change):
+    assert not config_from_params(PARAMS, cartesian=True).active     # off: nothing refused
+    with pytest.raises(ConfigError, match='joint policies only'):
+        config_from_params({**PARAMS, **change}, cartesian=True)
+
+
+def _chunk(stamp, value):
+    traj = JointTrajectoryData(('a', 'b'), T.copy(), _const(value), stamp=stamp)
+    return Chunk(1, 'f', stamp, traj)
+
+
+def test_apply_passes_the_chunk_through_when_the_stage_is_off_or_the_chunk_is_not_a_joint_one():
+    chunk = _chunk(0.0, 1.0)
+    assert _agg().apply(chunk, 0.0) == (chunk, '')
+    other = object()                                    # e.g. a Cartesian chunk
+    assert _agg(mode='weighted_average').apply(other, 0.0) == (other, '')
+
+
+def test_apply_aggregates_the_chunks_positions_and_keeps_the_rest():
+    agg = _agg(mode='weighted_average')
+    agg.apply(_chunk(0.0, 1.0), 0.0)
+    new = _chunk(0.1, 2.0)
+    out, underrun = agg.apply(new, 0.15)
+    assert underrun == '' and out.stamp == new.stamp and out.sequence == new.sequence
+    np.testing.assert_allclose(out.trajectory.positions[0], 0.3 * 1.0 + 0.7 * 2.0)
+    np.testing.assert_array_equal(new.trajectory.positions, 2.0)     # not modified
+
+
+def test_apply_reports_an_underrun_in_words():
+    agg = _agg(pin_latency=True)
+    agg.apply(_chunk(0.0, 1.0), 0.0)
+    _, underrun = agg.apply(_chunk(0.1, 2.0), 1.3)
+    assert underrun.startswith('inference slower than the chunk overlap: the running chunk '
+                               'ended 0.300 s before this one lands')

@@ -4,12 +4,23 @@
         A small policy with random weights and made-up statistics far from 0/1, saved as
         lerobot's training script saves one (``save_checkpoint``: config.json,
         model.safetensors, train_config.json, both processor pipelines and their state files).
+        ``"tiny_vlm": true`` in SPEC_JSON first writes a tiny local SmolVLM backbone to
+        OUT/vlm (:func:`tiny_vlm`) and names it as the policy's ``vlm_model_name`` (SmolVLA).
     python lerobot_tool.py infer CKPT OBS_NPZ OUT_NPZ
         LeRobot's own inference (``lerobot.common.control_utils.predict_action``, the record
         loop's step: prepare_observation_for_inference -> preprocessor -> select_action ->
         postprocessor) on every frame of OBS_NPZ, n_action_steps calls per frame; writes the
         actions as one (n_action_steps, A) chunk per frame. OBS_NPZ holds ``frames`` (count),
         ``task`` (optional) and per frame ``<k>/<feature>`` arrays.
+    python lerobot_tool.py rtc CKPT OBS_NPZ OUT_NPZ PLAN_JSON
+        LeRobot's own real-time chunking, as its RTC engine (``lerobot-rollout
+        --inference.type=rtc``) runs it, one inference per frame of OBS_NPZ: RTC enabled as
+        ``rollout/context.py`` does, the leftover from LeRobot's ``ActionQueue``, padded to the
+        horizon as the engine does unless the step says ``"pad": false``, then
+        ``predict_action_chunk(batch, inference_delay=, prev_chunk_left_over=,
+        execution_horizon=)`` and ``ActionQueue.merge``; after each inference ``consume``
+        actions are taken from the queue. PLAN_JSON: ``{"seed", "horizon", "steps": [{"delay",
+        "consume", "pad"}...]}``. Writes each inference's whole chunk in real units.
     python lerobot_tool.py dataset ROOT REPO_ID OUT_NPZ
         Loads the dataset at ROOT with LeRobot's own ``LeRobotDataset`` and writes every frame:
         ``fps``, ``features`` (JSON text), and stacked ``<feature>`` arrays (images back to
@@ -44,6 +55,53 @@ def _stats(shape: tuple[int, ...], rng: np.random.Generator, scale: float) -> di
             {'mean': mean, 'std': std, 'min': lo, 'max': hi}.items()}
 
 
+def tiny_vlm(out: Path) -> Path:
+    """A tiny SmolVLM-style backbone directory made offline, for SmolVLA, which reads its
+    backbone's config, processor and tokenizer with transformers' ``from_pretrained`` (a
+    local directory works as a Hub name): ``config.json`` (``SmolVLMConfig``: a 1-layer
+    vision tower, a 2-layer Llama text model), a word-level tokenizer built with
+    ``tokenizers`` and saved through ``PreTrainedTokenizerFast`` (with SmolVLM's image
+    special tokens) and the ``SmolVLMProcessor`` (image and video processors). No weights:
+    the policy is made with ``load_vlm_weights`` false and saves its own."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import (
+        PreTrainedTokenizerFast,
+        SmolVLMConfig,
+        SmolVLMImageProcessor,
+        SmolVLMProcessor,
+    )
+    from transformers.models.smolvlm.video_processing_smolvlm import SmolVLMVideoProcessor
+
+    special = ['<pad>', '<unk>', '<|im_start|>', '<end_of_utterance>',
+               '<fake_token_around_image>', '<image>', '<global-img>', '<video>']
+    words = 'pick up the cube place it on red blue green a to and in box'.split()
+    vocab = {t: i for i, t in enumerate(special + words)}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token='<unk>'))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token='<pad>', unk_token='<unk>',
+        extra_special_tokens={'fake_image_token': '<fake_token_around_image>',
+                              'image_token': '<image>', 'global_image_token': '<global-img>',
+                              'end_of_utterance_token': '<end_of_utterance>'})
+    side, patch, scale = 32, 8, 2
+    SmolVLMConfig(
+        vision_config={'hidden_size': 16, 'intermediate_size': 32, 'num_hidden_layers': 1,
+                       'num_attention_heads': 2, 'image_size': side, 'patch_size': patch},
+        text_config={'model_type': 'llama', 'vocab_size': len(vocab), 'hidden_size': 32,
+                     'intermediate_size': 64, 'num_hidden_layers': 2,
+                     'num_attention_heads': 4, 'num_key_value_heads': 2, 'head_dim': 8,
+                     'max_position_embeddings': 256, 'pad_token_id': 0},
+        scale_factor=scale, image_token_id=vocab['<image>'], pad_token_id=0,
+    ).save_pretrained(out)
+    images = SmolVLMImageProcessor(size={'longest_edge': side},
+                                   max_image_size={'longest_edge': side},
+                                   do_image_splitting=False)
+    SmolVLMProcessor(image_processor=images, tokenizer=tokenizer,
+                     video_processor=SmolVLMVideoProcessor(),
+                     image_seq_len=(side // patch) ** 2 // scale ** 2).save_pretrained(out)
+    return out
+
+
 def make(out: str, spec: dict) -> None:
     from lerobot.common.train_utils import save_checkpoint
     from lerobot.configs.default import DatasetConfig
@@ -66,6 +124,8 @@ def make(out: str, spec: dict) -> None:
             FeatureType.ENV, (int(spec['env_state']),))
     outputs = {'action': PolicyFeature(FeatureType.ACTION, (int(spec['action']),))}
     kwargs = dict(spec.get('config', {}))
+    if spec.get('tiny_vlm'):
+        kwargs['vlm_model_name'] = str(tiny_vlm(Path(out) / 'vlm'))
     cfg = make_policy_config(spec['policy'], input_features=inputs, output_features=outputs,
                              device='cpu', push_to_hub=False, **kwargs)
     backbone = getattr(cfg, 'pretrained_backbone_weights', None)
@@ -138,6 +198,43 @@ def infer(ckpt: str, obs_npz: str, out_npz: str, seed: int | None) -> None:
     np.savez(out_npz, chunks=np.stack(chunks))
 
 
+def rtc(ckpt: str, obs_npz: str, out_npz: str, plan: dict) -> None:
+    from lerobot.policies.rtc.action_queue import ActionQueue
+    from lerobot.policies.rtc.configuration_rtc import RTCConfig
+    from lerobot.policies.utils import prepare_observation_for_inference
+    from lerobot.rollout.inference.rtc import _normalize_prev_actions_length
+
+    cfg, policy, pre, post = _load(ckpt)
+    horizon = int(plan['horizon'])
+    rtc_cfg = RTCConfig(execution_horizon=horizon)
+    policy.config.rtc_config = rtc_cfg          # as lerobot/rollout/context.py enables RTC
+    policy.init_rtc_processor()
+    frames, task = _frames(obs_npz)
+    queue = ActionQueue(rtc_cfg)
+    policy.reset()
+    pre.reset()
+    post.reset()
+    torch.manual_seed(int(plan['seed']))
+    chunks = []
+    for frame, step in zip(frames, plan['steps'], strict=True):
+        prev = queue.get_left_over()
+        if prev is not None and step.get('pad', True):
+            prev = _normalize_prev_actions_length(prev, target_steps=horizon)
+        with torch.no_grad():
+            obs = prepare_observation_for_inference(dict(frame), torch.device('cpu'), task,
+                                                    None)
+            actions = policy.predict_action_chunk(
+                pre(obs), inference_delay=int(step['delay']), prev_chunk_left_over=prev,
+                execution_horizon=horizon)
+            original = actions.squeeze(0).clone()
+            processed = post(actions).squeeze(0)
+        queue.merge(original, processed, int(step['delay']))
+        for _ in range(int(step['consume'])):
+            queue.get()
+        chunks.append(processed.double().numpy())
+    np.savez(out_npz, chunks=np.stack(chunks))
+
+
 def bench(ckpt: str, obs_npz: str, n: int) -> None:
     from lerobot.policies.utils import prepare_observation_for_inference
 
@@ -179,6 +276,8 @@ def main(argv: list[str]) -> int:
         make(argv[2], json.loads(argv[3]))
     elif argv[1] == 'infer':
         infer(argv[2], argv[3], argv[4], int(argv[5]) if len(argv) > 5 else None)
+    elif argv[1] == 'rtc':
+        rtc(argv[2], argv[3], argv[4], json.loads(argv[5]))
     elif argv[1] == 'dataset':
         dataset(argv[2], argv[3], argv[4])
     elif argv[1] == 'bench':
