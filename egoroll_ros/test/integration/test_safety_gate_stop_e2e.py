@@ -547,7 +547,7 @@ def test_goal_sent_just_before_safety_stop_never_moves_after_it_returns_fence(e2
     second cancel-all)."""
     rng = np.random.default_rng(31)
     codes: dict[str, int] = {}
-    crossed = resumed = 0
+    crossed = resumed = rejected = 0
     R = ExecuteTrajectory.Result
     names = {R.CANCELED: 'CANCELED', R.FENCED: 'FENCED', R.PREEMPTED: 'PREEMPTED'}
     for rep in range(CROSSING_REPS):
@@ -582,6 +582,15 @@ def test_goal_sent_just_before_safety_stop_never_moves_after_it_returns_fence(e2
             assert result.error_code in names, f'rep {rep}: goal ended {result.error_string}'
             codes[names[result.error_code]] = codes.get(names[result.error_code], 0) + 1
         crossed += int(verdict.forwarded)
+        if not verdict.accepted:
+            # Set-up, not the behaviour under test: on a loaded machine the chunk may fail a
+            # check (its age) and latch a fault (on_reject hold), which would block the next
+            # repetition's chunk: say why and clear it.
+            print(f'\nrep {rep}: the chunk before the stop was rejected: {verdict.summary}')
+            rejected += 1
+            fut = e2e.reset.call_async(Trigger.Request())
+            wait_until(fut.done, 10.0, 'safety/reset')
+            assert fut.result().success, fut.result().message
         # Measured, not asserted (the stop's return is the bound): did a goal move the arm
         # again after the executor had held once since the call (the crossing's harm)?
         span = e2e.setpoints_after(t_call)
@@ -591,4 +600,6 @@ def test_goal_sent_just_before_safety_stop_never_moves_after_it_returns_fence(e2
                                                 for _, q in span[held:]))
         e2e.rearm()
     print(f'\ncrossing: {CROSSING_REPS} repetitions, {crossed} with the chunk forwarded just '
-          f'before the stop; goal results {codes}; moved again after a hold: {resumed}')
+          f'before the stop ({rejected} rejected by a check); goal results {codes}; moved '
+          f'again after a hold: {resumed}')
+    assert crossed > CROSSING_REPS // 4      # the crossing was set up, not mostly refused
