@@ -88,7 +88,7 @@ from egoroll_ros.core.step import rollout_step
 from egoroll_ros.errors import BagError, ConfigError, InputError, TrajectoryError
 from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros.images import prepare_image
-from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.paths import policy_path, resolve_path
 from egoroll_ros.ros.robot_models import load_robot_model
 
 CHUNK_TOPIC = '/policy/chunk'
@@ -270,7 +270,7 @@ def _prepare(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
         setup = replace(setup, cartesian=replace(setup.cartesian, urdf_text=model.urdf))
         log(f'policy URDF: {model_source} (no urdf_path in the policy configuration)')
     _deterministic(p['policy.num_threads'])
-    path = p['policy.path'] or str(_share() / 'policies' / 'demo')
+    path = policy_path(p['policy.path'])
     warnings: list[str] = []
     loaded = load_policy(p, setup, path, sys.executable, warnings.append,
                          prepare=prepare_image)   # the node's decoding, as live

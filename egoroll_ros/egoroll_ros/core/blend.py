@@ -17,9 +17,11 @@ A :class:`BlendedMotion` has three parts:
    chunk arrives in time), then a hold.
 
 :func:`join_chunk` searches the shortest join time in ``[min_blend, max_blend]`` (steps of
-``step``) that Ruckig can meet and checks the whole motion against the limits; when none fits
-it raises ``TrajectoryError('LIMIT_VIOLATED', ...)`` naming the joint and quantity, so the
-caller refuses the chunk and keeps what it is running. Nothing is ever clamped.
+``step``, at most :data:`MAX_CANDIDATES` of them) that Ruckig can meet, and checks the whole
+motion against the limits: the chunk's path and the stop once per chunk (the path exactly, per
+segment), the join and its hand-over to the path per candidate; when none fits it raises
+``TrajectoryError('LIMIT_VIOLATED', ...)`` naming the joint and quantity, so the caller refuses
+the chunk and keeps what it is running. Nothing is ever clamped.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ from egoroll_ros.errors import TrajectoryError
 
 #: Relative slack for floating point in the limit checks (never a tolerance).
 LIMIT_SLACK = 1e-6
+
+#: Most join times :func:`join_chunk` tries (the search step widens beyond ``step`` to keep
+#: to it: at 500 Hz a quarter-period step gave 600 candidates in a 0.3 s window).
+MAX_CANDIDATES = 25
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,13 @@ def _at(traj: Trajectory, tau: float) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return np.asarray(q), np.asarray(v), np.asarray(a)
 
 
+def _at_many(traj: Trajectory, taus: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_at` at each of ``taus``: positions, velocities, accelerations, each (M, J)."""
+    taus = np.clip(taus, 0.0, traj.duration).tolist()
+    rows = np.array([traj.at_time(tau) for tau in taus], dtype=float).reshape(len(taus), 3, -1)
+    return rows[:, 0], rows[:, 1], rows[:, 2]
+
+
 class RuckigStop:
     """Decelerate from ``(positions, velocities, accelerations)`` at ``t0`` to rest within the
     velocity, acceleration and jerk limits (Ruckig, velocity interface), then hold.
@@ -171,12 +184,18 @@ class RuckigStop:
             return self._final.copy(), z, z.copy()
         return _at(self._traj, t - self.t0)
 
+    def sample_grid(self, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Positions, velocities, accelerations at each of ``ts``, shapes (M, J)."""
+        ts = np.asarray(ts, dtype=float)
+        q, v, a = _at_many(self._traj, ts - self.t0)
+        rest = ts >= self.end_time
+        q[rest], v[rest], a[rest] = self._final, 0.0, 0.0
+        return q, v, a
+
     def knots(self, count: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``count`` samples from ``t0`` to ``end_time`` as (times, pos, vel, acc)."""
         ts = np.linspace(self.t0, max(self.end_time, self.t0 + 1e-3), count)
-        rows = [self.sample(t) for t in ts]
-        return (ts, np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),
-                np.array([r[2] for r in rows]))
+        return (ts, *self.sample_grid(ts))
 
 
 class BlendedMotion:
@@ -243,8 +262,8 @@ class BlendedMotion:
             pq, pv, pa, _ = self.path.derivatives_many(ts[on_path])
             q[on_path], v[on_path], a[on_path] = pq, pv, pa
         in_join = ts < self.t_join
-        for i in np.nonzero(in_join)[0].tolist():
-            q[i], v[i], a[i] = _at(self._join, float(ts[i]) - self.t0)
+        if np.any(in_join):
+            q[in_join], v[in_join], a[in_join] = _at_many(self._join, ts[in_join] - self.t0)
         if self._fix is not None and np.any(in_join):
             # the end correction, vectorised (one call per sample made a join at 500 Hz take
             # ~4x longer); the same sum as :meth:`sample`.
@@ -252,8 +271,9 @@ class BlendedMotion:
             q[in_join] += fq
             v[in_join] += fv
             a[in_join] += fa
-        for i in np.nonzero(~on_path & ~in_join)[0].tolist():
-            q[i], v[i], a[i] = self._stop.sample(float(ts[i]))
+        stopping = ~on_path & ~in_join
+        if np.any(stopping):
+            q[stopping], v[stopping], a[stopping] = self._stop.sample_grid(ts[stopping])
         return q, v, a
 
     def knots(self, step: float = 0.02) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -274,38 +294,180 @@ class BlendedMotion:
         return ts, q, v, a
 
 
-def limit_violation(motion: BlendedMotion, limits: MotionLimits, t_from: float,
-                    step: float) -> tuple[str, float] | None:
-    """Where ``motion`` exceeds a limit most from ``t_from`` on, as (message, time), or None.
+def _peaks(c: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Exact per-segment maxima of |velocity|, |acceleration| and |jerk| of quintic segments.
 
-    Velocity and acceleration are checked on a grid of ``step`` (plus the path's knots); jerk
-    analytically on the path and, on the Ruckig parts (which Ruckig keeps within the limits
-    by construction), as the finite difference of acceleration on the grid.
+    ``c`` is (S, 6, J) (coefficients of each segment in its local time), ``lo`` and ``hi``
+    (S,) bound the local time checked. Jerk is quadratic (extremes at the ends and its vertex),
+    acceleration cubic (at the ends and the real roots of the jerk), velocity quartic (at the
+    ends and the roots of the acceleration, one per interval where acceleration is monotone,
+    bracketed by bisection, the velocity taken at both ends of the bracket). Returns (peak,
+    local time of the peak) for each quantity, each (S, J).
     """
-    ts = np.arange(t_from, motion.end_time + step, step)
-    ts = np.union1d(ts[ts <= motion.end_time], motion.path.times[motion.path.times >= t_from])
-    _, v, a = motion.sample_grid(ts)
-    names = ('velocity', 'acceleration')
-    for name, values, lim in zip(names, (v, a), (limits.velocity, limits.acceleration),
-                                 strict=True):
+    lo = np.broadcast_to(lo[:, None], c[:, 0].shape)
+    hi = np.broadcast_to(hi[:, None], c[:, 0].shape)
+    c1, c2, c3, c4, c5 = (c[:, i] for i in range(1, 6))
+
+    def vel(t: np.ndarray) -> np.ndarray:
+        return c1 + t * (2 * c2 + t * (3 * c3 + t * (4 * c4 + t * 5 * c5)))
+
+    def acc(t: np.ndarray) -> np.ndarray:
+        return 2 * c2 + t * (6 * c3 + t * (12 * c4 + t * 20 * c5))
+
+    def jerk(t: np.ndarray) -> np.ndarray:
+        return 6 * c3 + t * (24 * c4 + t * 60 * c5)
+
+    def inside(t: np.ndarray) -> np.ndarray:
+        return np.where(np.isfinite(t) & (t > lo) & (t < hi), t, lo)
+
+    with np.errstate(divide='ignore', invalid='ignore', over='ignore'):
+        # roots of the jerk A t^2 + B t + C (the stable form; a vanishing A leaves -C/B)
+        qa, qb, qc = 60 * c5, 24 * c4, 6 * c3
+        disc = qb * qb - 4 * qa * qc
+        qq = -0.5 * (qb + np.where(qb >= 0.0, 1.0, -1.0) * np.sqrt(disc))
+        r1, r2 = inside(qq / qa), inside(qc / qq)
+        vertex = inside(-qb / (2 * qa))
+    r1, r2 = np.minimum(r1, r2), np.maximum(r1, r2)
+    # the acceleration is monotone on each of [lo, r1], [r1, r2], [r2, hi]: bisect all three
+    x, y = np.stack([lo, r1, r2]), np.stack([r1, r2, hi])
+    ax, ay = acc(x), acc(y)
+    change, rising = ax * ay <= 0.0, ay >= ax
+    left, right = x.copy(), y.copy()
+    for _ in range(26):   # to 1.5e-8 of the segment: v is flat at its peak (error < 1e-12)
+        mid = 0.5 * (left + right)
+        below = (acc(mid) < 0.0) == rising
+        left = np.where(below, mid, left)
+        right = np.where(below, right, mid)
+    vel_at = [lo, hi, *np.where(change, left, x), *np.where(change, right, x)]
+    out = []
+    for f, ts in ((vel, vel_at), (acc, [lo, hi, r1, r2]), (jerk, [lo, hi, vertex])):
+        stack = np.stack(ts)
+        vals = np.abs(f(stack))
+        k = np.argmax(vals, axis=0)
+        out += [np.take_along_axis(vals, k[None], 0)[0], np.take_along_axis(stack, k[None], 0)[0]]
+    return tuple(out)
+
+
+class PathCheck:
+    """The chunk's path against the limits, computed once per chunk: the exact peaks of every
+    segment (:func:`_peaks`), so that whether the path from any join time on keeps the limits
+    is a lookup plus the one segment the join time falls in."""
+
+    def __init__(self, path: PiecewiseTrajectory, limits: MotionLimits) -> None:
+        self.path = path
+        self.limits = limits
+        k = len(path.times)
+        self._over = np.zeros(max(k - 1, 0), dtype=bool)
+        self._bad: dict[int, tuple[str, float]] = {}
+        if k >= 2:
+            peaks = _peaks(path._coeffs, np.zeros(k - 1), np.diff(path.times))
+            self._bad = self._violations(peaks, np.arange(k - 1))
+            self._over[list(self._bad)] = True
+        over = np.nonzero(self._over)[0]
+        #: the latest segment that exceeds a limit (-1: none); no join before its end avoids it
+        self.last_over = int(over[-1]) if len(over) else -1
+
+    def _violations(self, peaks: tuple[np.ndarray, ...],
+                    segments: np.ndarray) -> dict[int, tuple[str, float]]:
+        lim = self.limits
+        found: dict[int, tuple[str, float]] = {}
+        checks = (('velocity', peaks[0], peaks[1], lim.velocity, 0.0),
+                  ('acceleration', peaks[2], peaks[3], lim.acceleration, 0.0),
+                  ('jerk', peaks[4], peaks[5], lim.jerk, 1e-9))
+        for name, peak, at, limit, floor in checks:
+            excess = peak - limit * (1.0 + LIMIT_SLACK) - floor
+            for row in np.nonzero(np.any(excess > 0.0, axis=1))[0].tolist():
+                s = int(segments[row])
+                if s in found:
+                    continue
+                j = int(np.argmax(excess[row] / limit))
+                found[s] = (f'joint {j}: {name} {peak[row, j]:.4g} exceeds its limit '
+                            f'{limit[j]:g}', float(self.path.times[s] + at[row, j]))
+        return found
+
+    def violation_from(self, t: float) -> tuple[str, float] | None:
+        """The first place the path exceeds a limit at or after ``t``, as (message, time)."""
+        times = self.path.times
+        if len(times) < 2 or t >= times[-1]:
+            return None
+        s = min(max(int(np.searchsorted(times, t, side='right')) - 1, 0), len(times) - 2)
+        if self._over[s]:
+            lo = max(t - float(times[s]), 0.0)
+            part = _peaks(self.path._coeffs[s:s + 1], np.array([lo]),
+                          np.array([float(times[s + 1] - times[s])]))
+            bad = self._violations(part, np.array([s]))
+            if bad:
+                return bad[s]
+        later = np.nonzero(self._over[s + 1:])[0]
+        return self._bad[s + 1 + int(later[0])] if len(later) else None
+
+
+def _grid_violation(ts: np.ndarray, v: np.ndarray, a: np.ndarray, limits: MotionLimits,
+                    jerk: np.ndarray | None = None) -> tuple[str, float] | None:
+    """Velocity and acceleration samples at ``ts`` against the limits, and the jerk (the
+    finite difference of acceleration unless given), as (message, time) of the worst."""
+    for name, values, lim in (('velocity', v, limits.velocity),
+                              ('acceleration', a, limits.acceleration)):
         excess = np.abs(values) - lim * (1.0 + LIMIT_SLACK)
         if np.any(excess > 0.0):
             i, j = np.unravel_index(int(np.argmax(excess / lim)), excess.shape)
-            return (f'joint {j}: {name} {values[i, j]:.4g} exceeds its limit {lim[j]:g} '
-                    f'{ts[i] - t_from:.3f} s after the seam', float(ts[i]))
-    on_path = (ts >= motion.t_join) & (ts <= motion.path.end_time)
-    jerk = np.zeros_like(a)
-    if np.any(on_path):
-        jerk[on_path] = motion.path.derivatives_many(ts[on_path])[3]
-    if len(ts) >= 2:
-        fd = np.diff(a, axis=0) / np.diff(ts)[:, None]
-        off = ~(on_path[1:] & on_path[:-1])
-        jerk[1:][off] = fd[off]
+            return (f'joint {j}: {name} {values[i, j]:.4g} exceeds its limit {lim[j]:g}',
+                    float(ts[i]))
+    if jerk is None:
+        if len(ts) < 2:
+            return None
+        jerk = np.diff(a, axis=0) / np.diff(ts)[:, None]
+        ts = ts[1:]
     excess = np.abs(jerk) - limits.jerk * (1.0 + LIMIT_SLACK) - 1e-9
     if np.any(excess > 0.0):
         i, j = np.unravel_index(int(np.argmax(excess / limits.jerk)), excess.shape)
-        return (f'joint {j}: jerk {jerk[i, j]:.4g} exceeds its limit {limits.jerk[j]:g} '
-                f'{ts[i] - t_from:.3f} s after the seam', float(ts[i]))
+        return (f'joint {j}: jerk {jerk[i, j]:.4g} exceeds its limit {limits.jerk[j]:g}',
+                float(ts[i]))
+    return None
+
+
+def _join_violation(motion: BlendedMotion, limits: MotionLimits,
+                    step: float) -> tuple[str, float] | None:
+    """The join ``[t0, t_join]`` and its hand-over to the path against the limits, on a grid
+    of ``step`` from ``t0`` to the first grid time past ``t_join`` (on the path): velocity
+    and acceleration, and jerk as the finite difference of acceleration (Ruckig keeps its
+    part within the limits by construction; this checks it with the end correction)."""
+    ts = motion.t0 + step * np.arange(int(np.floor((motion.t_join - motion.t0) / step)) + 2)
+    _, v, a = motion.sample_grid(ts)
+    return _grid_violation(ts, v, a, limits)
+
+
+def _stop_violation(path: PiecewiseTrajectory, stop: RuckigStop, limits: MotionLimits,
+                    step: float) -> tuple[str, float] | None:
+    """The deceleration after the chunk's last point against the limits (once per chunk), on
+    a grid of ``step`` from one step before the last point (the hand-over from the path) to
+    one past the stop's end (the landing at rest)."""
+    t_end = path.end_time
+    ts = t_end + step * np.arange(-1, int(np.ceil((stop.end_time - t_end) / step)) + 2)
+    if len(path.times) < 2 or ts[0] < path.times[0]:
+        ts = ts[1:]
+    _, v, a = stop.sample_grid(ts)
+    before = ts < t_end
+    if np.any(before):
+        _, v[before], a[before], _ = path.derivatives_many(ts[before])
+    return _grid_violation(ts, v, a, limits)
+
+
+def limit_violation(motion: BlendedMotion, limits: MotionLimits, t_from: float,
+                    step: float) -> tuple[str, float] | None:
+    """Where ``motion`` exceeds a limit from ``t_from`` on, as (message, time), or None.
+
+    The join on a grid of ``step`` (:func:`_join_violation`), the path exactly per segment
+    (:class:`PathCheck`), the stop on the grid. ``t_from`` must be the join's start (the
+    message times count from it).
+    """
+    checks = (lambda: _join_violation(motion, limits, step),
+              lambda: PathCheck(motion.path, limits).violation_from(motion.t_join),
+              lambda: _stop_violation(motion.path, motion._stop, limits, step))
+    for check in checks:
+        bad = check()
+        if bad is not None:
+            return f'{bad[0]} {bad[1] - t_from:.3f} s after the seam', bad[1]
     return None
 
 
@@ -313,12 +475,14 @@ def join_chunk(t0: float, position: np.ndarray, velocity: np.ndarray,
                acceleration: np.ndarray, times: np.ndarray, positions: np.ndarray,
                velocities: np.ndarray | None, accelerations: np.ndarray | None,
                limits: MotionLimits, min_blend: float, max_blend: float,
-               step: float, joint_names: tuple[str, ...] | None = None) -> BlendedMotion:
+               step: float, joint_names: tuple[str, ...] | None = None,
+               max_candidates: int = MAX_CANDIDATES) -> BlendedMotion:
     """Join the chunk ``(times, positions, ...)`` from the state at ``t0`` continuously in
     position, velocity and acceleration, within ``limits``.
 
     The join ends on the chunk's path at the earliest ``t_join`` in ``[t0 + min_blend,
-    t0 + max_blend]`` (searched in steps of ``step``, never before the chunk's first point)
+    t0 + max_blend]`` (searched in steps of ``step``, or wider to try at most
+    ``max_candidates``; never before the chunk's first point)
     that Ruckig reaches in exactly ``t_join - t0`` within the limits; from there the motion
     IS the chunk's path, then decelerates to rest after its last point.
 
@@ -329,8 +493,10 @@ def join_chunk(t0: float, position: np.ndarray, velocity: np.ndarray,
         positions: (N, J); velocities, accelerations: (N, J) or None (estimated).
         limits: per-joint velocity, acceleration and jerk limits.
         min_blend, max_blend: bounds of the join duration (s), 0 < min_blend <= max_blend.
-        step: search step and check grid (s), e.g. a quarter of the control period.
+        step: search step and check grid of the join and the stop (s), e.g. a quarter of the
+            control period; the path is checked exactly.
         joint_names: names for the messages (indices when None).
+        max_candidates: the most join times tried.
 
     Returns:
         The motion, every sample of which is within ``limits``.
@@ -367,18 +533,27 @@ def join_chunk(t0: float, position: np.ndarray, velocity: np.ndarray,
     except TrajectoryError as exc:
         raise TrajectoryError('LIMIT_VIOLATED', f'the chunk ends outside the limits: {exc}') \
             from None
+    # Once per chunk: the path's exact peaks per segment, and the stop after it.
+    check = PathCheck(path, limits)
+    bad = _stop_violation(path, stop, limits, step) or check.violation_from(latest)
+    if bad is not None:   # no join time avoids it
+        raise TrajectoryError('LIMIT_VIOLATED', f'cannot join the chunk within {max_blend:g} s '
+                              f'inside the velocity/acceleration/jerk limits: '
+                              f'{named(bad[0])} {bad[1] - t0:.3f} s after the seam')
     last_reason = 'no join time was tried'
-    candidates = np.arange(earliest, latest + 0.5 * step, step)
+    search = step
+    if max_candidates > 1 and latest - earliest > step * (max_candidates - 1):
+        search = (latest - earliest) / (max_candidates - 1)
+    candidates = np.arange(earliest, latest + 0.5 * search, search)
     if len(candidates) == 0 or candidates[-1] < latest - 1e-12:
         candidates = np.append(candidates, latest)
-    for t_join in candidates.tolist():
+    for t_join in candidates[:max(max_candidates, 1)].tolist():
         t_join = min(t_join, latest)
-        target = path.sample(t_join)
-        if np.any(np.abs(target[1]) > limits.velocity) or \
-                np.any(np.abs(target[2]) > limits.acceleration):
-            last_reason = (f'the chunk itself exceeds the velocity or acceleration limits at '
-                           f'{t_join - t0:.3f} s')
+        bad = check.violation_from(t_join)
+        if bad is not None:
+            last_reason = f'{bad[0]} {bad[1] - t0:.3f} s after the seam'
             continue
+        target = path.sample(t_join)
         try:
             join = _ruckig(n, q0, v0, a0, limits, target, minimum_duration=t_join - t0)
         except RuckigError as exc:
@@ -390,11 +565,9 @@ def join_chunk(t0: float, position: np.ndarray, velocity: np.ndarray,
             continue
         first = int(np.searchsorted(times, t_join, side='left'))
         motion = BlendedMotion(t0, join, t_join, path, stop, first)
-        bad = limit_violation(motion, limits, t0, step)
+        bad = _join_violation(motion, limits, step)
         if bad is None:
             return motion
-        last_reason = bad[0]
-        if bad[1] >= t_join:
-            break   # the chunk's own path (not the join) exceeds a limit: no later join helps
+        last_reason = f'{bad[0]} {bad[1] - t0:.3f} s after the seam'
     raise TrajectoryError('LIMIT_VIOLATED', f'cannot join the chunk within {max_blend:g} s '
                           f'inside the velocity/acceleration/jerk limits: {named(last_reason)}')

@@ -100,24 +100,20 @@ class PiecewiseTrajectory:
             raise TrajectoryError('TIME_NOT_INCREASING', 'knot times must strictly increase')
         if self.kind not in ('linear', 'cubic', 'quintic'):
             raise TrajectoryError('INVALID_GOAL', f'unknown interpolation {self.kind!r}')
-        # coefficients per segment: (K-1, 6, J)
+        # coefficients per segment: (K-1, 6, J), every segment at once (a Python loop over
+        # the segments cost milliseconds per chunk in the seam join)
         if k > 1:
-            dt = np.diff(self.times)
-            segs = []
-            for i in range(k - 1):
-                T = dt[i]
-                q0, q1 = self.positions[i], self.positions[i + 1]
-                if self.kind == 'linear':
-                    z = np.zeros_like(q0)
-                    segs.append(np.stack([q0, (q1 - q0) / T, z, z, z, z]))
-                elif self.kind == 'cubic':
-                    segs.append(_cubic_coeffs(q0, self.velocities[i], q1,
-                                              self.velocities[i + 1], T))
-                else:
-                    segs.append(_quintic_coeffs(q0, self.velocities[i], self.accelerations[i],
-                                                q1, self.velocities[i + 1],
-                                                self.accelerations[i + 1], T))
-            self._coeffs = np.array(segs)
+            T = np.diff(self.times)[:, None]
+            q0, q1 = self.positions[:-1], self.positions[1:]
+            if self.kind == 'linear':
+                z = np.zeros_like(q0)
+                coeffs = np.stack([q0, (q1 - q0) / T, z, z, z, z])
+            elif self.kind == 'cubic':
+                coeffs = _cubic_coeffs(q0, self.velocities[:-1], q1, self.velocities[1:], T)
+            else:
+                coeffs = _quintic_coeffs(q0, self.velocities[:-1], self.accelerations[:-1],
+                                         q1, self.velocities[1:], self.accelerations[1:], T)
+            self._coeffs = np.ascontiguousarray(coeffs.transpose(1, 0, 2))
         else:
             self._coeffs = np.zeros((0, 6, self.positions.shape[1]))
 

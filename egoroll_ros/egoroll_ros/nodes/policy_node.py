@@ -28,74 +28,47 @@ import sys
 import time
 from typing import Any
 
-from geometry_msgs.msg import PoseStamped
 from lifecycle_msgs.msg import Transition
-from lifecycle_msgs.srv import ChangeState
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.lifecycle import (
-    LifecycleNode,
-    LifecycleNodeMixin,
-    LifecycleState,
-    TransitionCallbackReturn,
-)
-from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
-from sensor_msgs.msg import CompressedImage, Image, JointState, Joy
+from sensor_msgs.msg import Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import ActionChunk, ExecutorState, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, RolloutStatus
 from egoroll_ros.core.action_space import ActionSpace
 from egoroll_ros.core.aggregation import ChunkAggregator, config_from_params
 from egoroll_ros.core.debounce import ButtonDebouncer
-from egoroll_ros.core.inference import (
-    CartesianRuntime,
-    setup_from_params,
-)
-from egoroll_ros.core.observation import (
-    JOINT_STATES,
-    QUEST_JOY,
-    QUEST_LEFT,
-    QUEST_RIGHT,
-    LatestInputs,
-    ObservationBuilder,
-    StaleInputError,
-    camera_input,
-    put_camera,
-)
-from egoroll_ros.core.policy import (
-    Policy,
-    PolicyError,
-)
+from egoroll_ros.core.inference import CartesianRuntime, setup_from_params
+from egoroll_ros.core.observation import LatestInputs, ObservationBuilder, StaleInputError
+from egoroll_ros.core.policy import Policy, PolicyError
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 from egoroll_ros.core.rtc import DELAY_WINDOW, RunningChunk, check_rtc_config, check_rtc_policy
 from egoroll_ros.core.step import Step, rollout_step
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.core.worker import RolloutWorker
-from egoroll_ros.errors import (
-    CheckpointError,
-    ConfigError,
-    EgorollError,
-    InputError,
-    TrajectoryError,
-)
+from egoroll_ros.errors import CheckpointError, ConfigError, EgorollError, InputError
 from egoroll_ros.policies.loading import load_policy
 from egoroll_ros.ros import entities
 from egoroll_ros.ros.buttons import DebouncedButton
-from egoroll_ros.ros.convert import (
-    any_chunk_to_msg,
-    joint_state_from_msg,
-    joy_from_msg,
-    pose_from_msg,
-    time_to_sec,
-)
+from egoroll_ros.ros.convert import any_chunk_to_msg
 from egoroll_ros.ros.diagnostics import DiagnosticsUpdater, TaskStatus
-from egoroll_ros.ros.gate_stop import CONFIRMED, NO_GATE, NOT_CONFIRMED, GateStop, StopReport
+from egoroll_ros.ros.gate_stop import (
+    CONFIRMED,
+    NO_GATE,
+    NOT_CONFIRMED,
+    GateStop,
+    StopReport,
+    await_report,
+)
 from egoroll_ros.ros.images import prepare_image
+from egoroll_ros.ros.lifecycle import AwaitingLifecycleNode, is_transition
 from egoroll_ros.ros.markers import ChunkMarkers
 from egoroll_ros.ros.params import declare_params, watch_live
-from egoroll_ros.ros.paths import resolve_path
+from egoroll_ros.ros.paths import policy_path, resolve_path
+from egoroll_ros.ros.policy_inputs import PolicyInputs, input_names
 from egoroll_ros.ros.policy_params import PARAMS
 from egoroll_ros.ros.policy_status import (
     final_status,
@@ -112,29 +85,24 @@ _RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 _DEACTIVATED = 'deactivated (lifecycle): activate to allow preflight/start'
 
 
-class PolicyNode(LifecycleNode):
+class PolicyNode(AwaitingLifecycleNode):
     """The policy node (see the module docstring). ``**kwargs`` go to ``Node.__init__``."""
 
     def __init__(self, node_name: str = 'policy_node', **kwargs: Any) -> None:
-        # LifecycleNode.__init__ is these two calls; made here to give the lifecycle services a
-        # (reentrant) group of their own: a deactivate awaits the gate's hold (_change_state),
-        # and in the default group it would hold every input and timer while it waits.
-        Node.__init__(self, node_name, **kwargs)
-        LifecycleNodeMixin.__init__(self, callback_group=ReentrantCallbackGroup())
-        self._deactivating = False
+        super().__init__(node_name, **kwargs)
         self._deactivate_report: StopReport | None = None
-        change_state = self._service_change_state   # rclpy's change_state service
-        self._transition = change_state.callback
-        change_state.callback = self._change_state
         self.p = declare_params(self, PARAMS)
         watch_live(self, PARAMS, self.p, self._apply_live)
         self.setup = setup_from_params(self.p, resolve_path)
         self.joints = list(self.setup.joints)
         self.cameras = list(self.setup.cameras)
-        self.aggregator = self._make_aggregator()
-        names = [JOINT_STATES] + [camera_input(c.name) for c in self.cameras] + \
-            [QUEST_JOY, QUEST_LEFT, QUEST_RIGHT]
-        self.inputs = LatestInputs(names)
+        self.aggregator = ChunkAggregator(config_from_params(
+            self.p, cartesian=self.setup.cartesian is not None))
+        if self.aggregator.config.active:
+            self.get_logger().info(f'chunk aggregation: {self.aggregator.config.mode}, '
+                                   f'pin_latency {self.aggregator.config.pin_latency}')
+        self.last_underrun = ''
+        self.inputs = LatestInputs(input_names(self.cameras))
         # Configured state (on_configure .. on_cleanup): the rollout state machine, the
         # policy, the node's topics, services and timers, and the inference worker.
         self.sm: RolloutStateMachine | None = None
@@ -207,11 +175,6 @@ class PolicyNode(LifecycleNode):
             self.get_logger().error(f'configure refused: {exc}')
             self.unconfigured_detail = f'configure refused: {exc}'
             return TransitionCallbackReturn.FAILURE
-        meta = self.policy.metadata
-        self.get_logger().info(
-            f'policy {meta.backend} loaded: fingerprint {meta.fingerprint}, chunk '
-            f'{meta.chunk_length}x{meta.action_size} every {meta.step_period:g} s, images '
-            f'{[(f.camera, f.height, f.width) for f in meta.image_features]}')
         # Sequences continue across rollouts and reconfigurations, and above any earlier run
         # of this node (the first is the wall-clock time in microseconds).
         self.sm = RolloutStateMachine(
@@ -233,20 +196,8 @@ class PolicyNode(LifecycleNode):
 
     def _create_entities(self) -> None:
         """What exists only while configured (inputs, outputs, services, the gate client)."""
-        for cam in self.cameras:
-            mtype, topic = (CompressedImage, f'camera/{cam.name}/image_raw/compressed') \
-                if cam.compressed else (Image, f'camera/{cam.name}/image_raw')
-            self.create_subscription(mtype, topic, self._camera_cb(camera_input(cam.name)),
-                                     qos_profile_sensor_data)
-        self.create_subscription(JointState, 'joint_states', self._on_joint_states,
-                                 qos_profile_sensor_data)
-        self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
-        if self.p['policy.rtc']:
-            self.create_subscription(ExecutorState, 'executor/state', self._on_executor_state,
-                                     10)
-        for name in (QUEST_LEFT, QUEST_RIGHT):
-            self.create_subscription(PoseStamped, name, self._pose_cb(name),
-                                     qos_profile_sensor_data)
+        PolicyInputs(self, self.inputs, self.cameras, self._on_joy,
+                     rtc=self.rtc if self.p['policy.rtc'] else None)
         # A lifecycle publisher: it publishes only while the node is active.
         self.chunk_pub = self.create_lifecycle_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
         # Operator takeover: teleop chunks on policy/chunk, the policy in shadow meanwhile.
@@ -303,10 +254,7 @@ class PolicyNode(LifecycleNode):
 
     def _load_policy(self) -> None:
         p = self.p
-        path = p['policy.path']
-        if not path:
-            from ament_index_python.packages import get_package_share_directory
-            path = get_package_share_directory('egoroll_ros') + '/policies/demo'
+        path = policy_path(p['policy.path'])
         setup = self.setup
         check_rtc_config(p['policy.rtc'], self.aggregator.config.active,
                          setup.cartesian is not None)
@@ -325,13 +273,8 @@ class PolicyNode(LifecycleNode):
                                    "chunk's unexecuted points and the inference delay")
         self.builder, self.cartesian = loaded.builder, loaded.cartesian
         self.space = loaded.space
-        if loaded.cartesian is not None:
-            rt = loaded.cartesian
-            self.get_logger().info(
-                f"Cartesian policy: arms {list(rt.arm_names)} ({list(rt.ee_frames)}), poses in "
-                f"'{rt.spec.frame}', state {rt.spec.state}, convention from "
-                f"{'the policy' if rt.spec.convention is not None else 'the configuration'}; "
-                f"chunks in '{rt.base_frame}', IK by the safety gate")
+        for line in loaded.summary():
+            self.get_logger().info(line)
         old, self.policy = self.policy, loaded.policy
         if old is not None:
             old.close()
@@ -341,39 +284,34 @@ class PolicyNode(LifecycleNode):
         self.active = True
         return super().on_activate(state)
 
-    async def _change_state(self, req: ChangeState.Request,
-                            res: ChangeState.Response) -> ChangeState.Response:
-        """The lifecycle's change_state service. A deactivate of a running rollout stops it first
-        (publishing stops at once, preflight and start are refused) and awaits the gate's report,
-        so the transition completes only once the hold is confirmed or it is known that it is
-        not (the gate refused, is unreachable, or did not answer within gate.stop_timeout).
+    def before_transition(self, transition: Transition) -> tuple[str, Any] | None:
+        """Through the change_state service, a deactivate of an active node stops the rollout
+        first (publishing stops at once, preflight and start are refused) and awaits the gate's
+        report, so the transition completes only once the hold is confirmed or it is known
+        that it is not (the gate refused, is unreachable, or did not answer within
+        gate.stop_timeout).
 
         Either way the transition then SUCCEEDS, with an unconfirmed hold reported as an ERROR
         in the log, policy/status and /diagnostics: deactivating must stop publishing in any
         case, and a FAILURE would leave the node ACTIVE, where the Quest toggle or
         policy/start could begin a new rollout beside a gate that did not confirm the last stop.
         Every other transition is rclpy's own."""
-        if self._deactivating:
-            self.get_logger().error('change_state refused: a deactivate is waiting for the '
-                                    'safety gate to confirm the hold')
-            res.success = False
-            return res
-        if (req.transition.id == Transition.TRANSITION_DEACTIVATE
-                or req.transition.label == 'deactivate') and self.active:
-            self._deactivating = True
-            try:
-                self.active = False
-                _, stop = self._stop_rollout('lifecycle deactivate', _DEACTIVATED)
-                self._deactivate_report = await self._report_of(stop)
-            finally:
-                self._deactivating = False
-        return self._transition(req, res)
+        if not self.active or not is_transition(
+                transition, Transition.TRANSITION_DEACTIVATE, 'deactivate'):
+            return None
+        self.active = False
+        _, stop = self._stop_rollout('lifecycle deactivate', _DEACTIVATED)
+        return ('a deactivate is waiting for the safety gate to confirm the hold',
+                self._await_deactivate_report(stop))
+
+    async def _await_deactivate_report(self, stop: Future | None) -> None:
+        self._deactivate_report = await self._report_of(stop)
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         """Stop any rollout (the gate cancels and holds) and refuse requests.
 
         Through the change_state service the rollout was stopped already and the gate's report
-        awaited (:meth:`_change_state`); in-process (``trigger_deactivate``) the transition
+        awaited (:meth:`before_transition`); in-process (``trigger_deactivate``) the transition
         cannot wait: the stop is asked for and its report follows in the log and
         policy/status."""
         self.active = False
@@ -438,34 +376,8 @@ class PolicyNode(LifecycleNode):
         self._unconfigure('shutting down')
 
     # ---------------------------------------------------------------- inputs
-    def _camera_cb(self, name: str):  # noqa: ANN202
-        def cb(msg: Image | CompressedImage) -> None:
-            put_camera(self.inputs, name, msg, time_to_sec(msg.header.stamp),
-                       time.monotonic(), self._clock_now())
-        return cb
-
-    def _on_executor_state(self, msg: ExecutorState) -> None:
-        self.rtc.executor(time.monotonic(), msg.active_sequence, msg.state)
-
-    def _on_joint_states(self, msg: JointState) -> None:
-        now = time.monotonic()
-        try:
-            js = joint_state_from_msg(msg, now)
-        except TrajectoryError as exc:
-            self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
-            return
-        self.inputs.put(JOINT_STATES, js, js.stamp, now, clock=self._clock_now())
-
-    def _pose_cb(self, name: str):  # noqa: ANN202
-        def cb(msg: PoseStamped) -> None:
-            self.inputs.put(name, pose_from_msg(msg), time_to_sec(msg.header.stamp),
-                            time.monotonic(), clock=self._clock_now())
-        return cb
-
-    def _on_joy(self, msg: Joy) -> None:
-        now = time.monotonic()
-        self.inputs.put(QUEST_JOY, joy_from_msg(msg), time_to_sec(msg.header.stamp), now,
-                        clock=self._clock_now())
+    def _on_joy(self, msg: Joy, now: float) -> None:
+        """A quest/joy sample (stored already): the takeover and toggle buttons."""
         self.takeover.on_joy(tuple(msg.buttons), now)
         if self._toggle_button is not None:   # quest.toggle_button >= 0
             self._toggle_button.sample(msg.buttons, now)
@@ -480,10 +392,6 @@ class PolicyNode(LifecycleNode):
             ok, why = self._start()
             self.get_logger().info(f'Quest button start: {why}') if ok else \
                 self.get_logger().warning(f'Quest button start refused: {why}')
-
-    def _clock_now(self) -> float:
-        """This node's ROS clock (s), the clock the inputs' header stamps are compared with."""
-        return self.get_clock().now().nanoseconds * 1e-9
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
@@ -573,12 +481,7 @@ class PolicyNode(LifecycleNode):
 
     async def _report_of(self, stop: Future | None) -> StopReport | None:
         """Await a stop's report (it ends by gate.stop_timeout at the latest)."""
-        if stop is None:
-            return None
-        await wait_for(self, stop, self.p['gate.stop_timeout'] + 1.0)
-        if stop.done():
-            return stop.result()
-        return StopReport('?', NOT_CONFIRMED, 'the stop request did not finish', 0.0)
+        return await await_report(self, stop, self.p['gate.stop_timeout'] + 1.0)
 
     def _on_stop_report(self, report: StopReport) -> None:
         """A stop's report is known: publish it now (policy/status, /diagnostics)."""
@@ -668,14 +571,6 @@ class PolicyNode(LifecycleNode):
             joints = obs.joints if obs.joints is not None else obs.state
             self.markers.publish(self.joints, joints, self.space.joint_path(out.output),
                                  f'RUNNING, chunk {seq}, {latency * 1e3:.0f} ms')
-
-    def _make_aggregator(self) -> ChunkAggregator:
-        cfg = config_from_params(self.p, cartesian=self.setup.cartesian is not None)
-        if cfg.active:
-            self.get_logger().info(f'chunk aggregation: {cfg.mode}, pin_latency '
-                                   f'{cfg.pin_latency}')
-        self.last_underrun = ''
-        return ChunkAggregator(cfg)
 
     def _aggregate(self, chunk: Any) -> Any:
         """The chunk to publish: the aggregation stage (a no-op unless configured)."""

@@ -45,6 +45,21 @@ class LoadedPolicy:
     cartesian: CartesianRuntime | None = None
     space: ActionSpace | None = None
 
+    def summary(self) -> list[str]:
+        """What was loaded, in words (one log line each)."""
+        meta = self.policy.metadata
+        lines = [f'policy {meta.backend} loaded: fingerprint {meta.fingerprint}, chunk '
+                 f'{meta.chunk_length}x{meta.action_size} every {meta.step_period:g} s, images '
+                 f'{[(f.camera, f.height, f.width) for f in meta.image_features]}']
+        rt = self.cartesian
+        if rt is not None:
+            lines.append(
+                f"Cartesian policy: arms {list(rt.arm_names)} ({list(rt.ee_frames)}), poses in "
+                f"'{rt.spec.frame}', state {rt.spec.state}, convention from "
+                f"{'the policy' if rt.spec.convention is not None else 'the configuration'}; "
+                f"chunks in '{rt.base_frame}', IK by the safety gate")
+        return lines
+
 
 def backend_options(p: Mapping[str, Any], setup: PolicySetup) -> dict[str, Any]:
     """The options the configured backend's ``load`` gets from the ``policy.*`` parameters.

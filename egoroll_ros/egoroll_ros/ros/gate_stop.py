@@ -183,6 +183,18 @@ class GateStop:
             f'({time.monotonic() - report.requested:.3f} s): {answer}')
 
 
+async def await_report(node: Node, stop: Future | None, timeout: float) -> StopReport | None:
+    """Await a stop's report (:meth:`GateStop.request`'s future) in a coroutine callback of
+    ``node``, at most ``timeout`` s (the request ends by its own timeout before that); None when
+    no stop was asked (``stop`` None)."""
+    if stop is None:
+        return None
+    await wait_for(node, stop, timeout)
+    if stop.done():
+        return stop.result()
+    return StopReport('?', NOT_CONFIRMED, 'the stop request did not finish', 0.0)
+
+
 def _done(report: StopReport) -> Future:
     future: Future = Future()
     future.set_result(report)

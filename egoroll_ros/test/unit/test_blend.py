@@ -8,6 +8,7 @@ import pytest
 from egoroll_ros.core.blend import (
     MotionLimits,
     RuckigStop,
+    _peaks,
     chunk_path,
     join_chunk,
     knot_derivatives,
@@ -181,3 +182,75 @@ def test_knots_for_a_trajectory_controller_are_strictly_increasing_in_nanosecond
     ns = np.round(ts * 1e9).astype(np.int64)
     assert np.all(np.diff(ns) > 0), ts
     assert kq.shape == (len(ts), 2) and np.all(np.isfinite(kq))
+
+
+@settings(max_examples=80, deadline=None)
+@given(noise=st.floats(0.0, 0.004), seed=st.integers(0, 2**31 - 1),
+       step_at=st.integers(-1, 19), step=st.floats(-0.02, 0.02),
+       v0=st.lists(st.floats(-0.6, 0.6), min_size=2, max_size=2),
+       a0=st.lists(st.floats(-1.3 * AMAX, 1.3 * AMAX), min_size=2, max_size=2))
+def test_a_noisy_or_stepped_chunk_is_joined_within_the_limits_or_refused(
+        noise, seed, step_at, step, v0, a0):
+    # Chunks whose own path often exceeds the limits (noise of millimetres between points
+    # 50 ms apart, a step somewhere), and running states beyond the acceleration limit (Ruckig
+    # then brakes from outside the limits): the check, not Ruckig, keeps these in the limits.
+    rng = np.random.default_rng(seed)
+    times, pos = _chunk(0.02, 0.1, 2.0, 0.3)
+    pos = pos + rng.normal(0.0, 1.0, pos.shape) * noise
+    if step_at >= 0:
+        pos[step_at:, 0] += step
+    t0 = 0.08
+    q0 = chunk_path(times, pos).sample(t0)[0]
+    try:
+        m = join_chunk(t0, q0, np.array(v0), np.array(a0), times, pos, None, None, LIM,
+                       0.1, 0.4, DT / 4)
+    except TrajectoryError as exc:
+        assert exc.code == 'LIMIT_VIOLATED' and 'cannot join' in str(exc)
+        return
+    ts = np.arange(t0 - 3 * DT, m.end_time + 0.05, DT)
+    q = np.array([m.sample(t)[0] if t >= t0 else
+                  q0 + np.array(v0) * (t - t0) + 0.5 * np.array(a0) * (t - t0) ** 2
+                  for t in ts])
+    vel = np.diff(q, axis=0) / DT
+    acc = np.diff(vel, axis=0) / DT
+    _within(vel, acc, np.diff(acc, axis=0) / DT)
+
+
+def test_the_path_check_finds_each_segments_exact_peaks():
+    # Exact per-segment peaks of |v|, |a|, |jerk| are never below a dense sampling and close
+    # to it, also from a time inside the segment (where a join lands).
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        k = int(rng.integers(2, 8))
+        t = np.cumsum(rng.uniform(0.01, 0.1, k))
+        p = chunk_path(t, rng.normal(size=(k, 3)) * 0.1, rng.normal(size=(k, 3)),
+                       rng.normal(size=(k, 3)) * 5)
+        dt = np.diff(t)
+        lo = rng.uniform(0.0, 0.5, k - 1) * dt * (trial % 2)
+        peaks = _peaks(p._coeffs, lo, dt)
+        for s in range(k - 1):
+            ts = np.linspace(t[s] + lo[s], t[s + 1], 4001)
+            _, v, a, j = p.derivatives_many(ts[:-1])
+            for i, x in enumerate((v, a, j)):
+                dense = np.abs(x).max(0)
+                assert np.all(peaks[2 * i][s] >= dense - 1e-9 * (1 + dense))
+                assert np.all(peaks[2 * i][s] <= dense + 2e-3 * (1 + dense))
+
+
+def test_the_join_search_tries_a_bounded_number_of_join_times(monkeypatch):
+    # At 500 Hz a quarter-period step over a 0.3 s window would be 600 join times.
+    from egoroll_ros.core import blend
+    times, pos = _chunk(0.0, 0.05, 1.0, 0.0)
+    tried = []
+    real = blend._ruckig
+
+    def counting(*args, **kwargs):
+        tried.append(kwargs.get('minimum_duration'))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(blend, '_ruckig', counting)
+    with pytest.raises(TrajectoryError):   # 1.5 rad away: not within 0.4 s at 8 rad/s^2
+        join_chunk(0.05, np.array([1.5, 0.0]), np.zeros(2), np.zeros(2), times, pos, None,
+                   None, LIM, 0.1, 0.4, DT / 4)
+    joins = [d for d in tried if d is not None]
+    assert 1 < len(joins) <= blend.MAX_CANDIDATES
+    assert min(joins) == pytest.approx(0.1) and max(joins) == pytest.approx(0.4)
