@@ -44,7 +44,7 @@ CODES: dict[str, int] = {
     'TRAJECTORY_IN_PAST': -8, 'NO_STATE': -9, 'STALE_STATE': -10, 'PREEMPTED': -11,
     'CANCELED': -12, 'PATH_TOLERANCE_VIOLATED': -13, 'GOAL_TOLERANCE_VIOLATED': -14,
     'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17, 'HEARTBEAT_LOST': -18,
-    'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21, 'NO_ROBOT_MODEL': -22,
+    'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21, 'NO_ROBOT_MODEL': -22, 'FENCED': -23,
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
@@ -484,6 +484,9 @@ class ExecutorCore:
         self.late_ticks = 0
         self.ticks = 0
         self._heartbeat: tuple[float, bool, str] | None = None   # received, allowed, state
+        #: The highest motion fence of any heartbeat (None: none seen): no goal with a
+        #: sequence at or below it may move (:meth:`update_heartbeat`).
+        self.fence: int | None = None
         self._consecutive_late = 0
         self.position_limits = resolve_position_limits(config, None)
         self.limits_source = 'position_lower/position_upper' if self.position_limits else ''
@@ -540,6 +543,10 @@ class ExecutorCore:
         A goal still pending from before ends PREEMPTED now; the running one ends PREEMPTED at
         the next tick (or when the new one is canceled first).
         """
+        if self.fence is not None and goal.sequence <= self.fence:
+            raise TrajectoryError('FENCED', f'sequence {goal.sequence} is at or below the '
+                                  f"interlock's motion fence {self.fence} (the safety gate "
+                                  'stopped motion after sending it)')
         if self.last_sequence is not None and goal.sequence <= self.last_sequence:
             raise TrajectoryError('OLD_SEQUENCE', f'sequence {goal.sequence} is not newer than '
                                   f'{self.last_sequence}')
@@ -685,9 +692,51 @@ class ExecutorCore:
         self.late_ticks += missed
 
     # ----- supervision: interlock heartbeat, deadlines (separate from sampling/splicing) --
-    def update_heartbeat(self, received: float, motion_allowed: bool, state: str) -> None:
-        """An interlock heartbeat arrived at steady-clock time ``received``."""
+    def update_heartbeat(self, received: float, motion_allowed: bool, state: str,
+                         fence: int = 0) -> bool:
+        """An interlock heartbeat arrived at steady-clock time ``received``.
+
+        ``fence`` is its motion fence (``fence_sequence``): no goal with a sequence at or below
+        it may move. The highest fence seen is kept (heartbeats may arrive out of order, and a
+        restarted gate starts again at 0). A running or pending goal at or below it ends
+        ``FENCED`` here, and the arm holds (per stop_behavior) from this call on, not from the
+        next tick; :meth:`submit` refuses such goals from now on. A goal above the fence is
+        never touched: the gate forwards only sequences above every fence it sent, so a
+        heartbeat crossing a newer goal on the wire cannot stop it.
+
+        Returns:
+            whether a goal ended (its outcome is in :meth:`take_outcomes`) and the stop
+            motion started.
+        """
         self._heartbeat = (float(received), bool(motion_allowed), str(state))
+        fence = int(fence)
+        if self.fence is not None and fence <= self.fence:
+            return False
+        self.fence = fence
+        return self._apply_fence(float(received))
+
+    def _apply_fence(self, now: float) -> bool:
+        """End the pending and the active goal when at or below the fence; stop."""
+        fence = self.fence
+        why = f"at or below the interlock's motion fence {fence} (the safety gate stopped " \
+            'motion); ' + self.config.stop_behavior
+        ended = False
+        p = self._pending
+        if p is not None and p.goal.sequence <= fence:
+            self._end(p, 'FENCED', why, now)
+            self._pending = None
+            self._drop_join()
+            self.join_wanted = False
+            ended = True
+        a = self._active
+        if a is not None and a.goal.sequence <= fence:
+            self._end(a, 'FENCED', why, now)
+            self._active = None
+            ended = True
+            # A pending goal above the fence (forwarded after a re-arm) adopts at the next
+            # tick from the measured state, as after any halt.
+            self._stop(now)
+        return ended
 
     def supervision_error(self, now: float) -> TrajectoryError | None:
         """Why a goal may not run now (no usable position limits; heartbeat missing or
@@ -712,8 +761,9 @@ class ExecutorCore:
                                    f'(heartbeat_timeout {timeout:g} s); holding')
         # The state it carries (hb[1], hb[2]) is for diagnostics only: a heartbeat and a goal
         # travel on different DDS writers, so a heartbeat sent before the gate forwarded a goal
-        # can arrive after it; acting on its state would abort good goals. The gate's own
-        # cancel stops motion on its decisions; the heartbeat proves it is alive.
+        # can arrive after it; acting on its state would abort good goals. What the executor
+        # acts on is the heartbeat's motion fence (update_heartbeat), which names the goals
+        # it stops by their sequences and so is immune to that crossing.
         return None
 
     def supervise(self, now: float) -> None:
@@ -748,6 +798,7 @@ class ExecutorCore:
         hb = self._heartbeat
         return {'heartbeat_age': 'never' if hb is None else f'{now - hb[0]:.3f}',
                 'interlock_state': '' if hb is None else hb[2], 'state': self.state,
+                'motion_fence': '' if self.fence is None else str(self.fence),
                 'position_limits': self._limits_problem or self.limits_source or 'none',
                 'active_sequence': '' if self.active_sequence is None
                 else str(self.active_sequence),

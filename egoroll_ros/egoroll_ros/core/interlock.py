@@ -23,6 +23,16 @@ Sequences: the last forwarded sequence survives :meth:`Interlock.reset`, because
 refuses any goal not newer than the last one it accepted (``OLD_SEQUENCE``); forwarding one it
 will refuse would be a lie in the verdict.
 
+The motion fence (:attr:`Interlock.fence`, carried by every heartbeat as ``fence_sequence``):
+every CANCEL (a stop, the Quest toggle, an e-stop, a fault, a deadman release, stale inputs)
+raises it to the last forwarded sequence, i.e. the highest the executor may have received or
+may still receive, and it never falls. The executor lets no goal at or below it move. It
+backs the cancel-all up for a goal the gate sent just before the stop, which may reach the
+executor after that cancel-all (DDS orders no two topics): the fence stops it when it arrives,
+not when a second cancel-all does. Every sequence forwarded later is newer than the last
+forwarded one (``old_sequence``), so above the fence: a fence crossing a newer goal on the
+wire never stops it. :attr:`Interlock.fence_changed` tells the node to send a heartbeat now.
+
 Every time given is a steady-clock time in seconds (``time.monotonic()``). Not thread-safe:
 the node calls it under one lock.
 """
@@ -205,6 +215,10 @@ class Interlock:
         # refuse the newest at the seam and keep running the one before it.
         self._live: set[int] = set()
         self.epoch = 0                    # increments on every CANCEL
+        #: The motion fence: no goal with a sequence <= fence may move (0: none forwarded
+        #: before a cancel yet). Raised by every CANCEL, never lowered.
+        self.fence = 0
+        self._fence_sent = 0
         self._pending: tuple[Any, int, float] | None = None  # chunk, sequence, expiry
         self._expired: int | None = None  # sequence whose confirmation expired last
         self.stats = {'chunks': 0, 'accepted': 0, 'rejected': 0, 'needs_confirmation': 0,
@@ -225,6 +239,17 @@ class Interlock:
     def pending_expires(self) -> float | None:
         """Steady-clock time the waiting chunk's confirmation expires, else None."""
         return None if self._pending is None else self._pending[2]
+
+    @property
+    def fence_changed(self) -> bool:
+        """Whether the fence rose since :meth:`fence_published` was last called (the node
+        then publishes a heartbeat at once, not only on its timer)."""
+        return self.fence != self._fence_sent
+
+    def fence_published(self) -> int:
+        """The node is sending a heartbeat: returns the fence it carries."""
+        self._fence_sent = self.fence
+        return self.fence
 
     def state(self) -> str:
         """The heartbeat state: estop, fault, stopped, deadman_released or ok."""
@@ -275,6 +300,9 @@ class Interlock:
         """CANCEL (after EXPIRE of a chunk waiting for confirmation, if any)."""
         out = self._drop_pending(reason)
         self.epoch += 1
+        if self.last_forwarded is not None:
+            # Goals sent before now (those in flight included) may not move from now on.
+            self.fence = max(self.fence, self.last_forwarded)
         if self.goal_sequence is not None:
             self.stats['stops'] += 1
         self.goal_sequence = None

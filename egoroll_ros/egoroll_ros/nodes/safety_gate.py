@@ -338,16 +338,25 @@ class SafetyGate(Node):
         with self._lock:
             js = self._js
             self._execute(self.interlock.timer(now, None if js is None else js.received))
-            state = self.interlock.state()
-            allowed = self.interlock.motion_allowed()
-            self._heartbeats += 1
-            counter = self._heartbeats
-        hb = InterlockHeartbeat(state=state, motion_allowed=allowed, counter=counter)
+            self._publish_heartbeat()
+
+    def _publish_heartbeat(self) -> None:
+        """Send the interlock heartbeat now (caller holds the lock, so heartbeats leave in
+        counter order and the fence they carry never falls)."""
+        il = self.interlock
+        self._heartbeats += 1
+        hb = InterlockHeartbeat(state=il.state(), motion_allowed=il.motion_allowed(),
+                                counter=self._heartbeats, fence_sequence=il.fence_published())
         hb.header.stamp = self.get_clock().now().to_msg()
         self._heartbeat_pub.publish(hb)
 
     def _execute(self, decisions: list[Decision]) -> None:
-        """Carry out the interlock's decisions (caller holds the lock), FORWARD excepted."""
+        """Carry out the interlock's decisions (caller holds the lock).
+
+        A raised motion fence goes out in a heartbeat first, before any cancel: it stops a
+        goal sent before the stop that reaches the executor after the cancel-all."""
+        if self.interlock.fence_changed:
+            self._publish_heartbeat()
         log = self.get_logger()
         for d in decisions:
             if d.kind is Kind.CANCEL:

@@ -276,7 +276,15 @@ class TrajectoryServer(Node):
     def _on_heartbeat(self, msg: InterlockHeartbeat) -> None:
         now = time.monotonic()
         with self._lock:
-            self.core.update_heartbeat(now, msg.motion_allowed, msg.state)
+            stopped = self.core.update_heartbeat(now, msg.motion_allowed, msg.state,
+                                                 int(msg.fence_sequence))
+            if stopped and self.interface == 'joint_trajectory' and \
+                    self.core.motion is not None:
+                # As on a cancel: the downstream controller gets the stop motion now.
+                self._command_pub.publish(self._forward_msg(
+                    now, self.get_clock().now().nanoseconds * 1e-9))
+            outcomes = self.core.take_outcomes()
+        self._dispatch(outcomes)
 
     def _set_model(self, model: RobotModel) -> None:
         urdf = {name: (info.lower, info.upper) for name, info in model.joints.items()}

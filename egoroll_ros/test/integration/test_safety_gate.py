@@ -17,7 +17,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict
+from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, InterlockHeartbeat
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
@@ -351,3 +351,35 @@ def test_chunks_are_checked_from_the_executors_reported_motion(rig):
         assert rig.send(3, velocity=(1.0, 0.0, 0.0, 0.0, 0.0), shadow=True).accepted
     finally:
         rig.tester.destroy_timer(timer)
+
+
+def test_every_stop_raises_the_heartbeats_motion_fence_over_the_goals_sent_before_it(rig):
+    """safety/stop and the e-stop raise fence_sequence to the last forwarded goal (goals in
+    flight included), heartbeats carry it from then on, and goals forwarded after a re-arm
+    are above it."""
+    beats = rig.graph.collect(rig.tester, InterlockHeartbeat, 'safety/heartbeat')
+    stop = rig.tester.create_client(Trigger, 'safety/stop')
+    assert beats.wait_for(lambda h: True, 5.0).fence_sequence == 0
+    assert rig.send(1).forwarded and rig.send(2).forwarded
+    wait_until(lambda: rig.server.sequences() == [1, 2], 5.0, 'goals 1 and 2')
+    assert stop.wait_for_service(timeout_sec=5.0)
+    start = len(beats.snapshot())
+    future = stop.call_async(Trigger.Request())
+    wait_until(future.done, 10.0, 'safety/stop answers')
+    assert future.result().success, future.result().message
+    hb = beats.wait_for(lambda h: h.fence_sequence == 2, 5.0, start=start)
+    assert hb.state == InterlockHeartbeat.STATE_STOPPED and not hb.motion_allowed
+    assert all(h.fence_sequence in (0, 2) for h in beats.snapshot()[start:])
+    assert rig.send(3, shadow=True).accepted                     # re-armed
+    assert rig.send(4).forwarded                                 # above the fence
+    wait_until(lambda: rig.server.sequences() == [1, 2, 4], 5.0, 'goal 4')
+    start = len(beats.snapshot())
+    rig.graph.wait_for_subscribers(rig.joy_pub)
+    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 1]))     # e-stop
+    beats.wait_for(lambda h: h.fence_sequence == 4 and h.state == 'estop', 5.0, start=start)
+    # The fence never falls (reset keeps it).
+    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0]))
+    wait_until(lambda: not rig.gate.interlock.estop_down, 5.0, 'e-stop released')
+    assert rig.call_reset().success
+    start = len(beats.snapshot())
+    assert beats.wait_count(start + 3, 5.0)[-1].fence_sequence == 4

@@ -21,7 +21,7 @@ from std_msgs.msg import Float64MultiArray, String
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ExecutorState
+from egoroll_interfaces.msg import ExecutorState, InterlockHeartbeat
 from egoroll_ros.core.executor import CODES
 from egoroll_ros.nodes.sim_robot import SimRobot
 from egoroll_ros.nodes.trajectory_server import SWITCH_INTERVAL, TrajectoryServer
@@ -458,6 +458,45 @@ def _urdf(j1_upper: float) -> str:
 
 
 @pytest.mark.safety
+def test_the_heartbeats_motion_fence_holds_the_running_goal_and_refuses_fenced_ones(ros_graph):
+    """A heartbeat whose fence_sequence covers the running goal ends it FENCED and the arm
+    holds, with no cancel; a goal at or below the fence is refused FENCED and never moves;
+    one above it runs (the fence never stops a goal the gate forwarded after it)."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    rig = Rig(ros_graph)
+    pub = rig.node.create_publisher(InterlockHeartbeat, 'safety/heartbeat',
+                                    QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    ros_graph.wait_for_subscribers(pub)
+    handle, _ = rig.send_moving(1.0)
+    fenced = rig.seq
+    pub.publish(InterlockHeartbeat(state='stopped', motion_allowed=False, counter=1,
+                                   fence_sequence=fenced))
+    res = rig.result(handle)
+    t_result = rig.now()
+    assert res.error_code == R.FENCED, res.error_string
+    wait_until(lambda: len(rig.commanded_since(t_result)) >= 20, 5.0, 'setpoints after it')
+    after = rig.commanded_since(t_result)
+    assert all(list(m.position) == list(after[0].position) for m in after), 'moved after FENCED'
+    assert 0.0 < after[0].position[0] < 0.2                      # held short of the goal's end
+    # A fence above goals never sent yet (a goal in flight that arrives after its fence).
+    pub.publish(InterlockHeartbeat(state='stopped', motion_allowed=False, counter=2,
+                                   fence_sequence=fenced + 2))
+    wait_until(lambda: rig.server.core.fence == fenced + 2, 5.0, 'the raised fence arrives')
+    t_refused = rig.now()
+    for seq in (fenced + 1, fenced + 2):
+        res = rig.run(rig.goal([0.3], [[0.1] * 3], seq=seq))
+        assert res.error_code == R.FENCED, res.error_string
+    wait_until(lambda: len(rig.commanded_since(t_refused)) >= 10, 5.0, 'setpoints')
+    assert all(list(m.position) == list(after[0].position)
+               for m in rig.commanded_since(t_refused)), 'a fenced goal moved'
+    # A late copy of an older fence, then a goal above the fence: it runs to the end.
+    pub.publish(InterlockHeartbeat(state='ok', motion_allowed=True, counter=3,
+                                   fence_sequence=fenced))
+    res = rig.run(rig.goal([0.5], [[0.05] * 3], seq=fenced + 3))
+    assert res.error_code == R.SUCCESSFUL, res.error_string
+
+
 def test_rogue_goal_beyond_the_urdf_limit_is_stopped_by_the_executors_own_limits(ros_graph):
     """No position limits in the parameters: the executor takes them from robot_description
     (as the gate does) and refuses goals until it has them. A goal from another node naming an

@@ -338,6 +338,92 @@ def test_a_stalled_or_jumping_ros_clock_cannot_disable_the_heartbeat_watchdog():
     assert rig.codes() == [(1, 'HEARTBEAT_LOST')]
 
 
+# ---- the motion fence (InterlockHeartbeat.fence_sequence) ---------------------------------
+# (heartbeat_timeout 0 here: the fence acts whether or not the heartbeat's age is supervised)
+def test_a_goal_at_or_below_the_fence_is_refused_fenced_one_above_runs():
+    rig = Rig()
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=7)
+    for seq in (5, 7):
+        assert _code(lambda s=seq: rig.goal([0.5], [[0.5, 0.5]], seq=s)) == 'FENCED'
+    assert rig.core.last_sequence is None      # a refused goal is not the last accepted one
+    rig.goal([0.5], [[0.5, 0.5]], seq=8)
+    rig.core.update_heartbeat(rig.t, True, 'ok', fence=7)
+    rig.run(0.7)
+    assert rig.codes() == [(8, 'SUCCESSFUL')]
+
+
+def test_a_fence_over_the_running_goal_ends_it_fenced_and_holds_at_once():
+    rig = Rig()
+    rig.core.update_heartbeat(rig.t, True, 'ok')
+    rig.goal([2.0], [[1.0, 1.0]], seq=3)
+    rig.run(0.3)
+    last = rig.setpoints[-1].positions.copy()
+    assert last[0] > 0.0
+    assert rig.core.update_heartbeat(rig.t, False, 'stopped', fence=3)   # not at the tick
+    assert [(o.key, o.code) for o in rig.core.take_outcomes()] == [(3, 'FENCED')]
+    assert rig.core.state == HOLDING
+    n = len(rig.setpoints)
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=3)
+    rig.run(0.5)
+    assert all(np.array_equal(s.positions, last) for s in rig.setpoints[n:])
+
+
+def test_a_fence_with_stop_behavior_decelerate_brakes_within_max_acceleration():
+    rig = Rig(stop_behavior='decelerate')
+    rig.core.update_heartbeat(rig.t, True, 'ok')
+    rig.goal([2.0], [[1.0, 1.0]], seq=3)
+    rig.run(0.5)
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=3)
+    assert rig.core.state == STOPPING
+    rig.run(0.5)
+    assert rig.core.state == HOLDING
+
+
+def test_a_fence_over_a_pending_goal_ends_it_before_it_moves():
+    rig = Rig()
+    rig.core.update_heartbeat(rig.t, True, 'ok')
+    rig.goal([0.5], [[0.5, 0.5]], seq=4)          # submitted, not yet adopted by a tick
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=4)
+    rig.outcomes += rig.core.take_outcomes()
+    rig.run(0.3)
+    assert rig.codes() == [(4, 'FENCED')]
+    assert all(np.array_equal(s.positions, np.zeros(2)) for s in rig.setpoints)
+
+
+def test_a_fence_below_the_running_goal_never_touches_it_a_crossing_heartbeat_is_harmless():
+    """A heartbeat with the fence of an earlier stop arriving after a newer goal (the two
+    topics are unordered) leaves the newer goal running."""
+    rig = Rig()
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=5)
+    rig.goal([0.5], [[0.5, 0.5]], seq=6)
+    rig.run(0.1)
+    assert not rig.core.update_heartbeat(rig.t, False, 'stopped', fence=5)   # late copy
+    assert not rig.core.update_heartbeat(rig.t, True, 'ok', fence=2)         # older, reordered
+    rig.run(0.6)
+    assert rig.codes() == [(6, 'SUCCESSFUL')] and rig.core.fence == 5
+
+
+def test_the_fence_is_a_floor_a_lower_one_later_does_not_lower_it():
+    """A restarted gate starts its fence at 0 again: the executor keeps the highest seen."""
+    rig = Rig()
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=9)
+    rig.core.update_heartbeat(rig.t, True, 'ok', fence=0)
+    assert _code(lambda: rig.goal([0.5], [[0.5, 0.5]], seq=9)) == 'FENCED'
+    assert rig.core.diagnostics(rig.t)['motion_fence'] == '9'
+
+
+def test_a_fence_over_the_running_goal_lets_a_newer_pending_goal_take_over_from_rest():
+    rig = Rig()
+    rig.core.update_heartbeat(rig.t, True, 'ok')
+    rig.goal([2.0], [[1.0, 1.0]], seq=3)
+    rig.run(0.3)
+    rig.goal([0.5], [[0.2, 0.2]], seq=4)          # forwarded after a re-arm
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=3)
+    rig.outcomes += rig.core.take_outcomes()
+    rig.run(1.0)
+    assert rig.codes() == [(3, 'FENCED'), (4, 'SUCCESSFUL')]
+
+
 def test_consecutive_missed_deadlines_abort_deadline_missed_and_hold():
     rig = Rig(max_late_ticks=5)
     rig.goal([2.0], [[1.0, 1.0]], seq=1)

@@ -196,6 +196,93 @@ def test_every_cancel_bumps_the_epoch():
     assert il.epoch == e + 2
 
 
+# ---- the motion fence (carried by the heartbeat; the executor lets nothing at or below it move)
+def test_the_fence_starts_at_zero_and_a_cancel_with_nothing_forwarded_leaves_it():
+    il = armed()
+    assert il.fence == 0 and not il.fence_changed
+    il.stop('nothing ran')
+    assert il.fence == 0 and not il.fence_changed
+
+
+@pytest.mark.parametrize('stop', [
+    pytest.param(lambda il: il.stop('safety/stop'), id='safety_stop'),
+    pytest.param(lambda il: il.joy(1.0, True, True, False), id='estop'),
+    pytest.param(lambda il: il.joy(1.0, False, False, False), id='deadman_release'),
+    pytest.param(lambda il: good(il, 99, now=1.0, rejected=True, real_rejection=True),
+                 id='fault_latch'),
+    pytest.param(lambda il: il.timer(1.0, None), id='stale_joint_states'),
+    pytest.param(lambda il: il.timer(9.0, 9.0), id='stale_joy'),
+    pytest.param(lambda il: il.cancel('shutdown'), id='cancel'),
+])
+def test_every_stop_of_motion_raises_the_fence_to_the_last_forwarded_sequence(stop):
+    il = armed()
+    assert good(il, 5).forwarded and good(il, 7).forwarded   # 7 may still be in flight
+    il.goal_ended(5)
+    assert il.fence == 0
+    stop(il)
+    assert il.fence == 7 and il.fence_changed
+    assert il.fence_published() == 7 and not il.fence_changed
+
+
+def test_the_fence_never_falls_and_goals_after_a_rearm_are_above_it():
+    il = armed()
+    good(il, 5)
+    il.stop('first')
+    assert il.fence == 5
+    good(il, 6, shadow=True)                 # re-armed by a new preflight
+    assert il.state() == STATE_OK
+    out = good(il, 7)
+    assert out.forwarded and 7 > il.fence    # never fenced by the fence of the stop before
+    assert not good(il, 5).forwarded         # nothing at or below it is ever forwarded again
+    il.reset()
+    assert il.fence == 5
+    il.stop('second')
+    assert il.fence == 7
+
+
+def test_a_cancel_after_the_goal_ended_still_fences_it_a_late_copy_cannot_run():
+    il = armed()
+    good(il, 3)
+    il.goal_refused(3)                       # answered; a duplicate could still be on the wire
+    il.joy(1.0, False, False, False)         # deadman release: nothing running, fence anyway
+    assert il.fence == 3
+
+
+def test_a_held_chunk_is_not_fenced_before_it_is_forwarded():
+    il = armed()
+    good(il, 4)
+    out = good(il, 5, needs_confirmation=True)
+    assert out.held
+    il.stop('stop while waiting')
+    assert il.fence == 4                     # 5 was never sent; it expired with the stop
+    assert il.take_pending(0.0)[0] is None
+
+
+@pytest.mark.race
+def test_fence_race_10000_random_interleavings_no_forwarded_goal_below_the_fence_is_good():
+    """Random streams of chunks, stops, re-arms and heartbeats: every goal forwarded after a
+    heartbeat's fence was taken is above it (a heartbeat crossing it cannot fence it), and
+    every goal forwarded before a stop is at or below the fence that stop published."""
+    rng = random.Random(23)
+    for _ in range(10_000):
+        il = armed()
+        sent_fence, forwarded_before_stop = 0, []
+        for seq in range(1, 26):
+            r = rng.random()
+            if r < 0.15:
+                il.stop('race')
+                if il.fence_changed:
+                    sent_fence = il.fence_published()
+                assert all(s <= sent_fence for s in forwarded_before_stop)
+            elif r < 0.25:
+                good(il, seq, shadow=True)
+            else:
+                if good(il, seq).forwarded:
+                    assert seq > sent_fence and seq > il.fence
+                    forwarded_before_stop.append(seq)
+            assert il.fence >= sent_fence
+
+
 def test_config_refuses_bad_values_naming_the_parameter():
     with pytest.raises(ConfigError, match='on_reject'):
         InterlockConfig(on_reject='maybe')
