@@ -16,6 +16,7 @@ Error codes are the names of the ``ExecuteTrajectory`` result constants (see :da
 from __future__ import annotations
 
 from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass, field
 import math
 from typing import Any
@@ -179,6 +180,17 @@ class ExecutorConfig:
     def period(self) -> float:
         """Control period in seconds."""
         return 1.0 / self.control_rate
+
+    @classmethod
+    def from_params(cls, p: Mapping[str, Any]) -> ExecutorConfig:
+        """From trajectory_server's parameter values: every field is the parameter of the
+        same name (lists become tuples).
+
+        Raises:
+            ConfigError: a bad value, naming the parameter.
+        """
+        return cls(**{f.name: tuple(p[f.name]) if isinstance(p[f.name], list) else p[f.name]
+                      for f in dataclasses.fields(cls)})
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ import rclpy.qos
 from sensor_msgs.msg import Image, JointState
 from visualization_msgs.msg import Marker
 
-from egoroll_ros.errors import ConfigError, RobotModelError
+from egoroll_ros.errors import ConfigError, InputError, RobotModelError, TrajectoryError
+from egoroll_ros.ros.convert import joint_state_from_msg
 from egoroll_ros.ros.params import Param, declare_params, watch_live
 from egoroll_ros.ros.robot_models import load_robot_model
 from egoroll_ros.ros.runner import run_node
@@ -108,21 +109,15 @@ class SimCamera(Node):
 
     def _on_joint_state(self, msg: JointState) -> None:
         received = time.monotonic()
-        if len(msg.position) != len(msg.name):
-            self.get_logger().warning(f'joint_states has {len(msg.name)} names and '
-                            f'{len(msg.position)} positions: not rendered', once=True)
+        try:   # names and positions of one size, every rendered joint, finite
+            selected, _ = joint_state_from_msg(msg, received).select(self._renderer.joint_names)
+        except TrajectoryError as exc:
+            self.get_logger().warning(f'{exc}: not rendered', once=True)
             return
-        by_name = dict(zip(msg.name, msg.position, strict=True))
-        missing = [j for j in self._renderer.joint_names if j not in by_name]
-        if missing:
-            self.get_logger().warning(
-                f'joint_states lacks {", ".join(missing)}: not rendered', once=True)
+        except InputError as exc:
+            self.get_logger().warning(f'{exc}: not rendered', once=True)
             return
-        positions = [float(by_name[j]) for j in self._renderer.joint_names]
-        if not all(math.isfinite(v) for v in positions):
-            self.get_logger().warning(
-                'joint_states has non-finite positions: not rendered', once=True)
-            return
+        positions = [float(v) for v in selected]
         with self._lock:
             self._state = (positions, msg.header.stamp, received)
 

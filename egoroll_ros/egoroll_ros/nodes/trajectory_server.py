@@ -43,6 +43,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ExecutorState, InterlockHeartbeat
+from egoroll_ros.core.clock_offset import ClockOffset
 from egoroll_ros.core.command_interface import command_order
 from egoroll_ros.core.executor import (
     CODES,
@@ -190,19 +191,7 @@ class TrajectoryServer(Node):
         for name in ('path_tolerance', 'goal_tolerance', 'max_jerk'):
             if p[name]:
                 per_joint(p[name], joints, name)
-        self.config = ExecutorConfig(
-            joints=joints, control_rate=p['control_rate'], state_timeout=p['state_timeout'],
-            command_timeout=p['command_timeout'], path_tolerance=tuple(p['path_tolerance']),
-            goal_tolerance=tuple(p['goal_tolerance']),
-            goal_time_tolerance=p['goal_time_tolerance'],
-            max_velocity=tuple(p['max_velocity']),
-            max_acceleration=tuple(p['max_acceleration']), stop_behavior=p['stop_behavior'],
-            idle_output=p['idle_output'], interpolation=p['interpolation'],
-            blend_time=p['blend_time'], seam=p['seam'], max_jerk=tuple(p['max_jerk']),
-            max_blend_time=p['max_blend_time'], heartbeat_timeout=p['heartbeat_timeout'],
-            max_late_ticks=p['max_late_ticks'], position_lower=tuple(p['position_lower']),
-            position_upper=tuple(p['position_upper']),
-            require_position_limits=p['require_position_limits'])
+        self.config = ExecutorConfig.from_params(p)
         self.interface = p['command_interface']
         self._order = command_order(joints, p['command_joints'])
         self._command_joints = [joints[i] for i in self._order]
@@ -216,7 +205,7 @@ class TrajectoryServer(Node):
         self._waiters: dict[bytes, _Waiter] = {}
         self._submitted: set[bytes] = set()  # goals handed to the core
         self._early_cancel: set[bytes] = set()  # canceled before their execute callback ran
-        self._clock_offset: float | None = None
+        self._clock_offset = ClockOffset()
         # Off-tick joins (seam blend): the control grid (t0, period) once the loop runs, the
         # latest request for the joiner thread (with the time it was made) and the recent
         # request-to-offer latencies that set the takeover lead.
@@ -492,24 +481,14 @@ class TrajectoryServer(Node):
                     f'control tick failed: {type(exc).__name__}: {exc}', once=True)
 
     def _ros_time_of(self, t: float) -> float:
-        """ROS-clock time of steady-clock time ``t`` through one offset, re-read every tick but
-        only taken when it moved by more than 2 ms in an uninterrupted read (a clock jump, sim
-        time): reading both clocks each tick put tens of microseconds of jitter on the setpoint
-        stamps, which turned into jerk in anything differentiating ``executor/commanded``."""
-        best = None
-        for _ in range(1 if self._clock_offset is not None else 5):
-            before = time.monotonic()
-            ros = self.get_clock().now().nanoseconds * 1e-9
-            after = time.monotonic()
-            if best is None or after - before < best[0]:
-                best = (after - before, ros - 0.5 * (before + after))
-        spread, offset = best
-        # A read interrupted by the scheduler is no measurement of a clock jump (its error is
-        # up to half its duration); the first offset is the quickest of a few reads.
-        if self._clock_offset is None or (spread < 2e-4 and
-                                          abs(offset - self._clock_offset) > 0.002):
-            self._clock_offset = offset
-        return t + self._clock_offset
+        """ROS-clock time of steady-clock time ``t``, through one offset (core/clock_offset.py:
+        re-read every tick, taken again only on a clock jump)."""
+        return t + self._clock_offset.update(self._read_clocks)
+
+    def _read_clocks(self) -> tuple[float, float, float]:
+        before = time.monotonic()
+        ros = self.get_clock().now().nanoseconds * 1e-9
+        return before, ros, time.monotonic()
 
     def _tick(self, t: float, now: float, missed: int) -> None:
         ros_now = self._ros_time_of(t)

@@ -589,3 +589,20 @@ def test_without_position_limits_goals_are_refused_until_a_fitting_robot_model_a
     rig.run(DT)
     assert rig.codes()[-1] == (2, 'NO_ROBOT_MODEL')
     assert rig.core.supervision_error(rig.t).code == 'NO_ROBOT_MODEL'
+
+
+def test_config_from_params_takes_each_field_from_the_parameter_of_its_name():
+    import dataclasses
+
+    from egoroll_ros.nodes.trajectory_server import PARAMS
+
+    p = {spec.name: spec.default for spec in PARAMS}
+    p.update(joints=['a', 'b'], max_velocity=[1.0, 2.0], max_acceleration=[5.0, 6.0],
+             path_tolerance=[0.1, 0.2], command_timeout=0.25, stop_behavior='hold')
+    cfg = ExecutorConfig.from_params(p)
+    assert cfg.joints == ('a', 'b') and cfg.max_velocity == (1.0, 2.0)
+    assert cfg.path_tolerance == (0.1, 0.2) and cfg.command_timeout == 0.25
+    names = {spec.name for spec in PARAMS}
+    assert {f.name for f in dataclasses.fields(ExecutorConfig)} <= names   # each has its param
+    with pytest.raises(ConfigError, match="'max_velocity'"):
+        ExecutorConfig.from_params({**p, 'max_velocity': [1.0]})
