@@ -57,8 +57,10 @@ class DemoLog:
     obs_to_forward_excl_inference: list[float] = field(default_factory=list)
     executor_ticks: int = 0
     executor_late_ticks: int = 0
-    #: Header stamps (s, ROS clock) of the commanded setpoints, beside ``t_commanded``: the
-    #: executor's own tick times, for differentiating (receipt times carry transport jitter).
+    #: Header stamps of the commanded setpoints (s, ROS clock, counted from the first one
+    #: in exact nanoseconds: float seconds of the epoch resolve only ~240 ns), beside
+    #: ``t_commanded``: the executor's own tick times, for differentiating (receipt times
+    #: carry transport jitter).
     stamp_commanded: list[float] = field(default_factory=list)
 
 
