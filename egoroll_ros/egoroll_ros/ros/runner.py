@@ -21,18 +21,6 @@ from rclpy.task import Future
 from egoroll_ros.errors import EgorollError
 
 
-class _NextTurn:
-    def __await__(self):  # noqa: ANN204
-        yield
-
-
-def next_turn() -> _NextTurn:
-    """An awaitable that gives the executor back once, for a coroutine callback that waits on
-    another thread: rclpy resumes a pending task on the executor's next wake-up (any ready
-    entity, or ``executor.wake()`` from the thread that finished the work)."""
-    return _NextTurn()
-
-
 def wake_executor(node: Node) -> None:
     """Wake the executor spinning ``node`` (from another thread), so coroutine callbacks
     awaiting a future that thread completed resume now. Does nothing while shutting down."""

@@ -21,8 +21,7 @@ from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, Inte
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
-from egoroll_ros.ros.runner import next_turn
-from egoroll_ros.testing import wait_until
+from egoroll_ros.testing import next_turn, wait_until
 
 pytestmark = pytest.mark.integration
 
