@@ -396,7 +396,8 @@ class _Episode:
 
         return OfflineInterlock(interlock_config_from_params(prep.gp),
                                 JoyMapping.from_params(prep.gp), prep.gp['watchdog_period'],
-                                self.bag.info.start_ns * 1e-9, recheck)
+                                self.bag.info.start_ns * 1e-9, recheck,
+                                toggle_debounce=prep.gp['toggle_debounce_time'])
 
     # ---- the loop --------------------------------------------------------------------------
     def step_through(self) -> None:

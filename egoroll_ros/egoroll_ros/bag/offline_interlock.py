@@ -7,7 +7,10 @@ with the events a bag holds, on bag time: quest/joy samples (read with the gate'
 kept the way the node would carry them out: a forwarded chunk runs until its last point (the
 executor reports its end then), a chunk that waits for confirmation is confirmed by a rising
 edge of the Quest confirm button (restamped to that moment and re-checked by the caller's
-``recheck``, as the node does) or expires.
+``recheck``, as the node does) or expires. The Quest toggle (the gate's ``toggle_button``) is
+debounced as the gate debounces it (its edge at the debounce deadline, on bag time): a press
+while the rollout is live stops it (:meth:`Interlock.toggle`); a press while stopped is the
+start of a new rollout, which re-arms the interlock from the next chunk on.
 
 What a bag cannot hold is assumed, and the report says so (:data:`ASSUMPTIONS`): nobody calls
 ``safety/reset``, ``safety/confirm``, ``safety/stop`` or ``policy/stop``; the executor is
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from egoroll_ros.bag.report import Stretches
+from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.interlock import (
     NOT_READY_CHECKS,
     ChunkOutcome,
@@ -37,7 +41,8 @@ from egoroll_ros.core.types import Chunk
 ASSUMPTIONS = ('a bag holds no service calls: nobody calls safety/reset (an e-stop or fault '
                'latch stays until the end), safety/confirm, safety/stop or policy/stop; the '
                'executor is available, accepts every forwarded goal and runs it until its '
-               'last point')
+               'last point; a Quest toggle press while the rollout is stopped starts a new one '
+               '(its preflight, a service call, assumed accepted by the gate)')
 
 
 def not_simulated(topic: str) -> str:
@@ -75,11 +80,16 @@ class OfflineInterlock:
         start: bag time of the first tick (s).
         recheck: ``(restamped chunk, now) -> rejected`` for a confirmed chunk (the gate
             re-checks it against the latest measured state before forwarding).
+        toggle_debounce: s the toggle button must be stable (the gate's
+            ``toggle_debounce_time``; only with ``mapping.toggle_button`` >= 0).
     """
 
     def __init__(self, config: InterlockConfig, mapping: JoyMapping, watchdog_period: float,
-                 start: float, recheck: Callable[[Chunk, float], bool]) -> None:
+                 start: float, recheck: Callable[[Chunk, float], bool],
+                 toggle_debounce: float = 0.05) -> None:
         self.interlock = Interlock(config)
+        self._toggle = ButtonDebouncer(toggle_debounce) if mapping.toggle_button >= 0 else None
+        self._start_pending = False
         self.mapping = mapping
         self._period = watchdog_period
         self._ticks = 0
@@ -100,11 +110,33 @@ class OfflineInterlock:
             tick = self._start + self._ticks * self._period
             if tick > now:
                 break
+            self._poll_toggle(tick)
             self._ticks += 1
             self._end_goals(tick)
             self._apply(tick, self.interlock.timer(tick, self._js_received))
+        self._poll_toggle(now)
         self._end_goals(now)
         self._now = max(self._now, now)
+
+    def _poll_toggle(self, upto: float) -> None:
+        """The toggle's debounced edge at its deadline (the gate fires it from a timer)."""
+        d = self._toggle
+        while d is not None and d.deadline is not None and d.deadline <= upto:
+            t = d.deadline
+            if d.poll(t):
+                self._toggle_pressed(t)
+            elif d.deadline == t:
+                break           # undecided at its own deadline: never spin
+
+    def _toggle_pressed(self, now: float) -> None:
+        il = self.interlock
+        if il.stopped is not None:
+            self._start_pending = True
+            self._events.append((now, 'start', 'Quest toggle while stopped: a new rollout '
+                                 'starts (its preflight assumed accepted)'))
+            return
+        self._end_goals(now)
+        self._apply(now, il.toggle(self._toggle.changed_at))
 
     def joint_state(self, now: float) -> None:
         """joint_states received at ``now``."""
@@ -117,6 +149,9 @@ class OfflineInterlock:
         estop, held, confirm = self.mapping.read(axes, buttons)
         decisions, rising = self.interlock.joy(now, estop, held, confirm)
         self._apply(now, decisions)
+        toggle = self.mapping.toggle_down(buttons) if self._toggle is not None else None
+        if toggle is not None and self._toggle.update(toggle, now):
+            self._toggle_pressed(now)
         if rising:
             self._confirm(now)
 
@@ -126,6 +161,9 @@ class OfflineInterlock:
         """A chunk checked at ``now`` (``violations``: the check names of its verdict;
         ``chunk``: the joint chunk the gate would forward, None when there is none)."""
         self.advance(now)
+        if self._start_pending and self.interlock.stopped is not None:
+            self.interlock.rearm(sequence - 1)    # the new rollout's preflight, just before
+        self._start_pending = False
         real = any(v not in NOT_READY_CHECKS for v in violations)
         out = self.interlock.chunk(now, chunk, sequence, shadow=False, rejected=rejected,
                                    real_rejection=real, needs_confirmation=needs_confirmation,
@@ -196,7 +234,7 @@ class OfflineInterlock:
         chunk = chunk.restamped(now)
         seq = int(chunk.sequence)
         out = self.interlock.confirmed(chunk, seq, rejected=self._recheck(chunk, now),
-                                       executor_ready=True)
+                                       executor_ready=True, now=now)
         fate = self._fates.get(seq)
         if fate is not None:
             if out.forwarded:
@@ -221,6 +259,8 @@ class OfflineInterlock:
                      'e-stop latched (released; no safety/reset in a bag)')] = now
         if il.fault is not None:
             current[('fault', f'fault latched: {il.fault} (no safety/reset in a bag)')] = now
+        if il.stopped is not None:
+            current[('stopped', f'rollout stopped: {il.stopped}')] = now
         if cfg.require_deadman and not il.deadman_held:
             if il.joy_time is None:
                 reason = 'no quest/joy yet'

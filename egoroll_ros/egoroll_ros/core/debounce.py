@@ -29,6 +29,12 @@ class ButtonDebouncer:
         return self._state
 
     @property
+    def changed_at(self) -> float | None:
+        """Steady time of the sample at which the raw value last changed (for a press edge:
+        when the press began, ``stable_time`` before the edge); None before any sample."""
+        return None if self._raw is None else self._since
+
+    @property
     def deadline(self) -> float | None:
         """Steady time at which the raw value, if it stays as it is, becomes the debounced state
         (:meth:`poll` then gives its edge without waiting for another sample); None when
@@ -47,7 +53,9 @@ class ButtonDebouncer:
 
     def poll(self, now: float) -> bool:
         """Re-evaluate without a new sample (e.g. from a timer); True on a press edge."""
-        if self._raw is None or now - self._since < self.stable_time:
+        # The same sum as :attr:`deadline`, so a poll at the deadline always decides (the
+        # difference ``now - since`` can round below ``stable_time`` there).
+        if self._raw is None or now < self._since + self.stable_time:
             return False
         if self._state is None:
             self._state = self._raw

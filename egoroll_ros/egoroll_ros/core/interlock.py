@@ -15,7 +15,8 @@ Latches and what clears them:
 - **e-stop**: pressed on quest/joy; cleared by :meth:`Interlock.reset` once released.
 - **fault**: a rejected chunk under ``on_reject='hold'``; cleared by :meth:`Interlock.reset`.
 - **rollout stopped**: :meth:`Interlock.stop` (``policy/stop``, the Quest toggle, lifecycle
-  deactivate, a policy fault, ``safety/stop``). Cleared only by an ACCEPTED shadow chunk (the
+  deactivate, a policy fault, ``safety/stop``) and :meth:`Interlock.toggle` (the gate's own
+  view of the Quest toggle press, see there). Cleared only by an ACCEPTED shadow chunk (the
   preflight of a new rollout) whose sequence is newer than every sequence seen before the stop;
   live chunks must then be newer than that shadow chunk. Reset does not clear it.
 
@@ -156,18 +157,39 @@ class JoyMapping:
         deadman_threshold: axis value above which the deadman is held.
         estop_button: button index of the e-stop; -1: none.
         confirm_button: button index that confirms a waiting chunk; -1: none.
+        toggle_button: button index of the Quest start/stop toggle (policy_node's
+            ``quest.toggle_button``); -1: the gate does not watch it.
+
+    Raises:
+        ConfigError: the toggle button is also the e-stop or the confirm button.
     """
 
     deadman_axis: int = 3
     deadman_threshold: float = 0.5
     estop_button: int = 1
     confirm_button: int = 0
+    toggle_button: int = -1
+
+    def __post_init__(self) -> None:
+        for name in ('estop_button', 'confirm_button'):
+            if self.toggle_button >= 0 and self.toggle_button == getattr(self, name):
+                raise ConfigError(f"parameter 'toggle_button': {self.toggle_button} is also "
+                                  f"'{name}'; one button cannot be both")
 
     @classmethod
     def from_params(cls, p: dict[str, Any]) -> JoyMapping:
         """The mapping of the safety_gate parameters ``p``."""
         return cls(deadman_axis=p['deadman_axis'], deadman_threshold=p['deadman_threshold'],
-                   estop_button=p['estop_button'], confirm_button=p['confirm_button'])
+                   estop_button=p['estop_button'], confirm_button=p['confirm_button'],
+                   toggle_button=p['toggle_button'])
+
+    def toggle_down(self, buttons: Sequence[int]) -> bool | None:
+        """The raw toggle button of one sample; None when no toggle button is configured or
+        the sample does not have it (ignored, as policy_node ignores it: the gate then sees no
+        press)."""
+        if not 0 <= self.toggle_button < len(buttons):
+            return None
+        return bool(buttons[self.toggle_button])
 
     def read(self, axes: Sequence[float], buttons: Sequence[int]) -> tuple[bool, bool, bool]:
         """One quest/joy sample as ``(estop_down, deadman_held, confirm_down)``.
@@ -219,6 +241,9 @@ class Interlock:
         #: before a cancel yet). Raised by every CANCEL, never lowered.
         self.fence = 0
         self._fence_sent = 0
+        # Steady time of the first live chunk forwarded since the last stop (or start-up): the
+        # rollout is live from then on, and a Quest toggle press begun later stops it.
+        self._live_at: float | None = None
         self._pending: tuple[Any, int, float] | None = None  # chunk, sequence, expiry
         self._expired: int | None = None  # sequence whose confirmation expired last
         self.stats = {'chunks': 0, 'accepted': 0, 'rejected': 0, 'needs_confirmation': 0,
@@ -379,8 +404,7 @@ class Interlock:
                 out.blocks = [_no_executor()]
             accepted = not rejected and not needs_confirmation and not out.blocks
             if accepted and self.stopped is not None and sequence > self._stop_floor:
-                self.stopped = None
-                self._start_floor = sequence
+                self.rearm(sequence)
             self._max_seen = max(self._max_seen, sequence)
             return out
         self._max_seen = max(self._max_seen, sequence)
@@ -404,10 +428,12 @@ class Interlock:
                                                      'confirmation', chunk))
             return out
         self.stats['accepted'] += 1
-        out.decisions.append(self._forward(chunk, sequence))
+        out.decisions.append(self._forward(chunk, sequence, now))
         return out
 
-    def _forward(self, chunk: Any, sequence: int) -> Decision:
+    def _forward(self, chunk: Any, sequence: int, now: float | None) -> Decision:
+        if self._live_at is None and now is not None:
+            self._live_at = now
         self.last_forwarded = sequence
         self.goal_sequence = sequence
         self._live.add(sequence)
@@ -429,15 +455,42 @@ class Interlock:
         return chunk, ''
 
     def confirmed(self, chunk: Any, sequence: int, *, rejected: bool,
-                  executor_ready: bool) -> ChunkOutcome:
-        """The confirmed chunk after its re-check: forward unless rejected or blocked."""
+                  executor_ready: bool, now: float | None = None) -> ChunkOutcome:
+        """The confirmed chunk after its re-check (at steady time ``now``): forward unless
+        rejected or blocked."""
         out = ChunkOutcome()
         if rejected:
             return out
         out.blocks = self.blocks(sequence, executor_ready)
         if not out.blocks:
-            out.decisions.append(self._forward(chunk, sequence))
+            out.decisions.append(self._forward(chunk, sequence, now))
         return out
+
+    def rearm(self, sequence: int) -> None:
+        """A new rollout's preflight (a shadow chunk with ``sequence``, newer than every
+        sequence seen before the stop) was accepted: clear "rollout stopped"; live chunks must
+        be newer than ``sequence``. :meth:`chunk` calls it for such a shadow chunk; the offline
+        interlock for a start it assumes (a bag holds no preflight)."""
+        self.stopped = None
+        self._start_floor = max(self._start_floor, sequence)
+
+    def toggle(self, pressed_at: float) -> list[Decision]:
+        """A debounced press of the Quest toggle button whose press began at steady time
+        ``pressed_at`` (the raw sample that changed to pressed, not the debounced edge).
+
+        The gate acts on it without waiting for policy_node, which receives the same press
+        and also stops (its ``safety/stop`` then finds the gate stopped already). It stops the
+        rollout exactly as :meth:`stop` (cancel, raise the fence, latch "rollout stopped")
+        only when the press began after the rollout went live, i.e. after the first live chunk
+        forwarded since the last stop. Otherwise it is a start press and is ignored, because
+        starting is policy_node's: while stopped; while no live chunk has been forwarded since
+        the stop (a preflight, then the press that starts: the gate must not stop the
+        rollout the press starts); and a press begun before that first live chunk (the start
+        press, whose debounced edge reached the gate only after the rollout went live).
+        """
+        if self.stopped is not None or self._live_at is None or pressed_at <= self._live_at:
+            return []
+        return self.stop('Quest toggle pressed (seen by the gate)')
 
     def stop(self, reason: str) -> list[Decision]:
         """The rollout stopped: cancel, and forward nothing until a new preflight."""
@@ -446,6 +499,7 @@ class Interlock:
             out.append(Decision(Kind.LATCH, f'rollout stopped: {reason}'))
         self.stopped = reason
         self._stop_floor = max(self._max_seen, self.last_forwarded or -1)
+        self._live_at = None
         return out
 
     def cancel(self, reason: str) -> list[Decision]:

@@ -31,6 +31,7 @@ from egoroll_ros.core.cartesian import (
     check_cartesian,
     prepare_cartesian,
 )
+from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.gate import (
     OPTIONAL_CHECKS,
     WHOLE_CHUNK,
@@ -59,6 +60,7 @@ from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import TrajectoryError
 from egoroll_ros.ros.action_client import ActionClient
+from egoroll_ros.ros.buttons import DebouncedButton
 from egoroll_ros.ros.convert import (
     cartesian_chunk_from_msg,
     chunk_from_msg,
@@ -172,6 +174,12 @@ PARAMS = [
           read_only=True),
     Param('confirm_button', int, 0, 'quest/joy button index that confirms; -1: none', min=-1,
           read_only=True),
+    Param('toggle_button', int, -1, "quest/joy button index of the Quest start/stop toggle: "
+          "set it to policy_node's quest.toggle_button, and a debounced press while the "
+          'rollout is live stops it here at once (as safety/stop); -1: off; not the e-stop or '
+          'confirm button', min=-1, read_only=True),
+    Param('toggle_debounce_time', float, 0.05, "s the toggle button must be stable (policy_node's "
+          'quest.debounce_time)', min=0.0, max=2.0, read_only=True),
     Param('joy_timeout', float, 0.5, 's (steady) after which quest/joy is stale (deadman '
           'released)', min=0.0, read_only=False, min_exclusive=True),
     Param('watchdog_period', float, 0.02, 's between safety watchdog checks', min=0.001,
@@ -210,6 +218,11 @@ class SafetyGate(Node):
         self._cmd_history: collections.deque = collections.deque(maxlen=64)
         self.interlock = Interlock(interlock_config_from_params(p))
         self._joy_map = JoyMapping.from_params(p)
+        # The Quest toggle, debounced as policy_node debounces it (its edge on time, from a
+        # steady timer); a press stops a live rollout here without waiting for policy_node.
+        self._toggle = DebouncedButton(
+            self, ButtonDebouncer(p['toggle_debounce_time']), self._on_toggle,
+            p['toggle_button'], 'toggle_button') if p['toggle_button'] >= 0 else None
         watch_live(self, PARAMS, p, self._apply_live)
         self._goal_handle = None
         self._inflight: set[Any] = set()   # send_goal futures not answered yet
@@ -329,9 +342,21 @@ class SafetyGate(Node):
         with self._lock:
             decisions, rising = self.interlock.joy(now, estop, held, confirm)
             self._execute(decisions)
+        if self._toggle is not None:      # as policy_node's quest.toggle_button
+            self._toggle.sample(msg.buttons, now)
         if rising:
             ok, why = self._confirm()
             self.get_logger().info(f'Quest confirm: {why}')
+
+    def _on_toggle(self) -> None:
+        """A debounced press of the Quest toggle (executor thread): stop a live rollout."""
+        pressed_at = self._toggle.debouncer.changed_at
+        with self._lock:
+            decisions = self.interlock.toggle(pressed_at)
+            self._execute(decisions)
+        if decisions:
+            self.get_logger().info('Quest toggle: rollout stopped at the gate (cancel-all sent, '
+                                   'motion fence raised)')
 
     def _watchdog(self) -> None:
         now = time.monotonic()
@@ -581,7 +606,8 @@ class SafetyGate(Node):
         with self._lock:
             out = self.interlock.confirmed(chunk, int(chunk.sequence),
                                            rejected=verdict.rejected,
-                                           executor_ready=self._client.server_is_ready())
+                                           executor_ready=self._client.server_is_ready(),
+                                           now=time.monotonic())
             forwarded = self._carry_out(out, verdict)
         self._publish_verdict(msg, verdict, forwarded, note='operator confirmation: ')
         if forwarded:

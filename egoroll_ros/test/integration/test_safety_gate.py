@@ -382,3 +382,46 @@ def test_every_stop_raises_the_heartbeats_motion_fence_over_the_goals_sent_befor
     assert rig.call_reset().success
     start = len(beats.snapshot())
     assert beats.wait_count(start + 3, 5.0)[-1].fence_sequence == 4
+
+
+def test_the_quest_toggle_stops_a_live_rollout_at_the_gate_and_a_start_press_is_ignored(
+        make_rig):
+    """toggle_button: a debounced press while the rollout is live stops it at the gate itself
+    (cancel, fence, "rollout stopped"), as safety/stop; a press before any live chunk (the
+    press that starts a rollout) and a press while stopped are ignored."""
+    rig = make_rig(toggle_button=2, toggle_debounce_time=0.05)
+    beats = rig.graph.collect(rig.tester, InterlockHeartbeat, 'safety/heartbeat')
+    rig.graph.wait_for_subscribers(rig.joy_pub)
+
+    def press() -> None:
+        """One press: pressed until the gate's debounced edge came, then released until the
+        release is debounced too (one sample each: the edge comes from the gate's timer)."""
+        rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0, 1]))
+        wait_until(lambda: rig.gate._toggle.debouncer.pressed, 5.0, 'debounced press')
+        rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0, 0]))
+        wait_until(lambda: rig.gate._toggle.debouncer.pressed is False, 5.0, 'released')
+
+    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0, 0]))
+    wait_until(lambda: rig.gate._toggle.debouncer.pressed is False, 5.0, 'toggle released')
+    press()                                          # a start press: nothing is live yet
+    assert rig.gate.interlock.state() == 'ok'
+    assert rig.send(1).forwarded
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+    start = len(beats.snapshot())
+    press()                                          # live: the gate stops
+    wait_until(lambda: rig.server.canceled == [1], 5.0, 'the toggle cancels the goal')
+    beats.wait_for(lambda h: h.fence_sequence == 1 and h.state == 'stopped', 5.0, start=start)
+    assert [v.check for v in rig.send(2).violations] == ['rollout_stopped']
+    press()                                          # stopped: a start, ignored
+    assert rig.gate.interlock.stopped is not None
+    assert rig.send(3, shadow=True).accepted         # a new preflight re-arms
+    press()                                          # the start press: ignored
+    assert rig.send(4).forwarded
+    wait_until(lambda: rig.server.sequences() == [1, 4], 5.0, 'goal 4')
+
+
+def test_a_toggle_button_that_is_the_estop_button_is_refused_at_start(ros_graph, tmp_path):
+    from egoroll_ros.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'toggle_button': 1 is also 'estop_button'"):
+        Rig(ros_graph, tmp_path, toggle_button=1)

@@ -73,3 +73,23 @@ def test_deadline_moves_with_each_bounce():
     d.update(True, 1.02)
     assert d.deadline == 1.07
     assert not d.poll(1.06) and d.poll(1.07)
+
+
+def test_changed_at_is_when_the_press_began_not_its_debounced_edge():
+    d = ButtonDebouncer(0.05)
+    assert d.changed_at is None
+    d.update(False, 0.0)
+    d.poll(0.1)
+    d.update(True, 1.0)
+    d.update(False, 1.01)                  # a bounce restarts the press
+    d.update(True, 1.02)
+    assert d.poll(1.08) and d.changed_at == 1.02
+
+
+def test_a_poll_at_the_deadline_always_decides_whatever_the_rounding():
+    for since in (0.2, 0.7, 1.1, 3.3, 1e5 + 0.1):
+        d = ButtonDebouncer(0.05)
+        d.update(False, since - 1.0)
+        d.poll(since - 0.5)
+        d.update(True, since)
+        assert d.poll(d.deadline) and d.deadline is None

@@ -314,3 +314,77 @@ def test_stop_race_no_forward_after_stop_10000_random_interleavings():
         seq += 1
         good(il, seq, shadow=True)
         assert good(il, seq + 1).forwarded
+
+
+# ---- the Quest toggle seen by the gate (Interlock.toggle) -------------------------------------
+def test_a_toggle_press_begun_after_the_rollout_went_live_stops_it_like_safety_stop():
+    il = armed()
+    assert good(il, 5, now=1.0).forwarded                 # live from 1.0
+    out = il.toggle(pressed_at=2.0)
+    assert Kind.CANCEL in kinds(out) and Kind.LATCH in kinds(out)
+    assert il.state() == STATE_STOPPED and il.fence == 5 and not il.goal_active
+    assert [b.check for b in good(il, 6, now=2.1).blocks] == ['rollout_stopped']
+
+
+def test_a_toggle_press_while_stopped_is_a_start_and_is_ignored():
+    il = armed()
+    good(il, 5, now=1.0)
+    il.stop('policy/stop')
+    e = il.epoch
+    assert il.toggle(pressed_at=3.0) == [] and il.epoch == e
+    assert il.state() == STATE_STOPPED
+
+
+def test_a_toggle_press_before_any_live_chunk_since_the_rearm_is_a_start_and_is_ignored():
+    """A preflight re-arms the gate, then the press that starts the rollout: the gate must not
+    stop the rollout the press starts; at start-up (nothing forwarded yet) likewise."""
+    il = armed()
+    assert il.toggle(pressed_at=0.5) == []                 # start-up: no rollout yet
+    good(il, 5, now=1.0)
+    il.stop('policy/stop')
+    good(il, 6, now=2.0, shadow=True)                      # the preflight re-arms
+    assert il.state() == STATE_OK
+    assert il.toggle(pressed_at=3.0) == []                 # the start press
+    assert il.state() == STATE_OK
+
+
+def test_the_start_press_whose_edge_comes_after_the_first_live_chunk_is_ignored():
+    """The press began before the rollout's first live chunk (policy_node started on its own
+    edge and its first chunk was forwarded before the gate's edge fired)."""
+    il = armed()
+    good(il, 6, now=2.0, shadow=True)
+    assert good(il, 7, now=3.10).forwarded                 # first live chunk at 3.10
+    assert il.toggle(pressed_at=3.0) == []                 # press began at 3.0
+    assert il.toggle(pressed_at=3.10) == []                # not after it
+    assert il.toggle(pressed_at=4.0) != []                 # the next press stops
+
+
+def test_shadow_chunks_while_live_do_not_hide_a_stop_press_takeover():
+    """During a takeover the policy's chunks are shadow chunks while teleop chunks are live:
+    a press still stops."""
+    il = armed()
+    good(il, 1, now=1.0)
+    for k in range(2, 10):
+        good(il, k, now=1.0 + 0.1 * k, shadow=k % 2 == 0)
+    assert il.toggle(pressed_at=1.5) != [] and il.state() == STATE_STOPPED
+
+
+def test_a_confirmed_chunk_makes_the_rollout_live_at_its_confirmation():
+    il = armed()
+    good(il, 1, now=1.0, needs_confirmation=True)
+    chunk, _ = il.take_pending(2.0)
+    assert il.confirmed(chunk, 1, rejected=False, executor_ready=True, now=2.0).forwarded
+    assert il.toggle(pressed_at=1.9) == []
+    assert il.toggle(pressed_at=2.5) != []
+
+
+def test_joy_mapping_refuses_a_toggle_button_that_is_the_estop_or_confirm_button():
+    from egoroll_ros.core.interlock import JoyMapping
+
+    for name, b in (('estop_button', 1), ('confirm_button', 0)):
+        with pytest.raises(ConfigError, match=f"'toggle_button': {b} is also '{name}'"):
+            JoyMapping(toggle_button=b)
+    assert JoyMapping(toggle_button=2).toggle_down([0, 0, 1]) is True
+    assert JoyMapping(toggle_button=5).toggle_down([0, 0, 1]) is None
+    assert JoyMapping().toggle_down([1, 1, 1]) is None     # -1: off
+    assert JoyMapping(estop_button=-1, toggle_button=-1).toggle_button == -1

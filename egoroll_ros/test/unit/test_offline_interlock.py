@@ -140,3 +140,52 @@ def test_stale_joint_states_cancel_a_running_goal():
         sim.joy(0.05 * k, HELD, UP)
     kinds = [(e['kind'], e['reason']) for e in sim.report(1.0, 0.0)['events']]
     assert ('cancel', 'joint_states stale') in kinds
+
+
+TOGGLE = [0, 0, 1]
+
+
+def _toggling(**cfg: object) -> OfflineInterlock:
+    return OfflineInterlock(InterlockConfig(**cfg), JoyMapping(toggle_button=2), 0.02, 0.0,
+                            lambda c, now: False, toggle_debounce=0.05)
+
+
+def test_the_quest_toggle_stops_a_live_rollout_at_its_debounce_deadline_offline():
+    sim = _toggling()
+    sim.joy(0.0, HELD, [0, 0, 0])
+    assert offer(sim, 1, 0.1)
+    sim.joy(0.5, HELD, TOGGLE)             # press begins; no later sample
+    assert not offer(sim, 2, 0.6)          # its edge at 0.55 stopped the rollout
+    assert sim.fate(2).blocked_by == ['rollout_stopped']
+    assert sim.interlock.fence == 1
+    sim.finish(1.0)
+    rep = sim.report(1.0, 0.0)
+    kinds = [(round(e['t'], 6), e['kind']) for e in rep['events']]
+    assert (0.55, 'cancel') in kinds and (0.55, 'latch') in kinds
+    assert [s['condition'] for s in rep['stretches']] == ['stopped']
+
+
+def test_a_toggle_press_while_stopped_starts_a_new_rollout_offline():
+    sim = _toggling()
+    sim.joy(0.0, HELD, [0, 0, 0])
+    assert offer(sim, 1, 0.1)
+    sim.joy(0.5, HELD, TOGGLE)
+    sim.joy(0.7, HELD, [0, 0, 0])
+    assert not offer(sim, 2, 0.8)
+    sim.joy(1.0, HELD, TOGGLE)             # the start of a new rollout (preflight assumed)
+    sim.joy(1.2, HELD, [0, 0, 0])
+    assert offer(sim, 3, 1.3)
+    assert offer(sim, 4, 1.4)
+    assert any(e['kind'] == 'start' for e in sim.report(1.5, 0.0)['events'])
+    assert 'a Quest toggle press while the rollout is stopped' in ' '.join(
+        sim.report(1.5, 0.0)['assumptions'].split('; '))
+
+
+def test_a_toggle_press_before_the_first_live_chunk_is_ignored_offline():
+    sim = _toggling()
+    sim.joy(0.0, HELD, TOGGLE)             # held at the start: no edge
+    sim.joy(0.1, HELD, [0, 0, 0])
+    sim.joy(0.2, HELD, TOGGLE)             # a press before any chunk went live
+    sim.joy(0.4, HELD, [0, 0, 0])
+    assert offer(sim, 1, 0.5)
+    assert sim.interlock.state() == 'ok'
