@@ -28,6 +28,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import os
 import sys
 import threading
 import time
@@ -121,6 +122,11 @@ PARAMS = [
     Param('require_position_limits', bool, True, 'Refuse goals (NO_ROBOT_MODEL) while no '
           'position limits are known (no robot model yet and no position_lower/_upper). '
           'false: goals run unchecked meanwhile (a warning is logged).', read_only=True),
+    Param('control_thread_priority', int, 0, 'SCHED_FIFO priority (1-99) of the control '
+          "thread, as ros2_control's controller_manager thread_priority: the loop then runs "
+          'ahead of every normal process on a loaded machine; 0 = normal scheduling. When the '
+          'system refuses it (no CAP_SYS_NICE / rtprio limit) a warning is logged and the loop '
+          'runs normally.', min=0, max=99, read_only=True),
     Param('max_late_ticks', int, 50, 'Consecutive missed control deadlines that abort the goal '
           '(DEADLINE_MISSED) and hold; 0 = off (a warning is logged).', min=0, max=100000,
           read_only=True),
@@ -193,6 +199,7 @@ class TrajectoryServer(Node):
             if p[name]:
                 per_joint(p[name], joints, name)
         self.config = ExecutorConfig.from_params(p)
+        self._priority = int(p['control_thread_priority'])
         self.interface = p['command_interface']
         self._order = command_order(joints, p['command_joints'])
         self._command_joints = [joints[i] for i in self._order]
@@ -456,7 +463,22 @@ class TrajectoryServer(Node):
                 self._join_latency.append(time.monotonic() - asked)
 
     # ----- the control loop ---------------------------------------------------------------
+    def _realtime(self) -> None:
+        """Put the calling (control) thread on SCHED_FIFO at ``control_thread_priority``."""
+        if self._priority <= 0:
+            return
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self._priority))
+        except (OSError, AttributeError) as exc:
+            self.get_logger().warning(
+                f"parameter 'control_thread_priority' {self._priority}: SCHED_FIFO refused "
+                f'({exc}); the control loop runs with normal scheduling and can be starved '
+                'by other processes (late ticks, DEADLINE_MISSED)')
+            return
+        self.get_logger().info(f'control thread on SCHED_FIFO priority {self._priority}')
+
     def _control_loop(self) -> None:
+        self._realtime()
         period = self.config.period
         t0 = time.monotonic()
         with self._lock:

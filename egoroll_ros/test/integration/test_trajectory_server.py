@@ -5,6 +5,7 @@ callback on these 2-core machines, and every setpoint is a callback for the sim 
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -218,6 +219,32 @@ def test_goal_succeeds_with_feedback_planned_and_diagnostics(ros_graph):
     d = diags.wait_for(lambda m: any(kv.key == 'late_ticks' for kv in m.status[0].values), 5.0)
     keys = {kv.key for kv in d.status[0].values}
     assert {'state', 'active_sequence', 'late_ticks', 'last_error'} <= keys
+
+
+def _fifo_allowed() -> bool:
+    """Whether this system lets a thread take SCHED_FIFO (tried on a throwaway thread)."""
+    ok = []
+
+    def attempt():
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            ok.append(True)
+        except OSError:
+            ok.append(False)
+    t = threading.Thread(target=attempt)
+    t.start()
+    t.join()
+    return ok[0]
+
+
+def test_control_thread_priority_puts_only_the_control_thread_on_sched_fifo(ros_graph):
+    if not _fifo_allowed():
+        pytest.skip('this system refuses SCHED_FIFO (no CAP_SYS_NICE / rtprio limit)')
+    rig = Rig(ros_graph, server={'control_thread_priority': 7}, start_sim=False)
+    tid = rig.server._thread.native_id
+    wait_until(lambda: os.sched_getscheduler(tid) == os.SCHED_FIFO, 5.0, 'SCHED_FIFO')
+    assert os.sched_getparam(tid).sched_priority == 7
+    assert os.sched_getscheduler(threading.get_native_id()) == os.SCHED_OTHER
 
 
 def test_preemption_mid_trajectory_is_continuous_and_old_goal_ends_preempted(ros_graph):
