@@ -6,7 +6,8 @@ saved by save_checkpoint. The reference is LeRobot's RTC engine's inference step
 (lerobot_tool rtc: RTC enabled as lerobot-rollout --inference.type=rtc enables it, the
 leftover from LeRobot's ActionQueue, predict_action_chunk with inference_delay,
 prev_chunk_left_over and execution_horizon). egoroll's chunks, through the isolated worker
-with its own RtcRequest per inference, must equal it to 1e-4 in real units, and RTC must
+with its own RtcRequest per inference, must equal it to 1e-4 in real units (and, without
+guidance, LeRobot's record loop: the language task tokenized by the saved pipeline), and RTC must
 change the chunks (pinning their first inference_delay rows to the running chunk's), so the
 test fails if the passthrough is dropped. Everything runs with the network unreachable
 (unshare -n) and empty Hugging Face / torch caches.
@@ -68,7 +69,9 @@ def test_smolvla_rtc_chunks_equal_lerobots_own_rtc_inference(lerobot_python,
     obs = save_frames(tmp_path / 'obs.npz', frames, TASK)
     run_tool(lerobot_python, 'rtc', str(smolvla_checkpoint), str(obs),
              str(tmp_path / 'ref.npz'), json.dumps(plan), offline=True)
-    want = np.load(tmp_path / 'ref.npz', allow_pickle=False)['chunks']
+    ref = np.load(tmp_path / 'ref.npz', allow_pickle=False)
+    # want_plain: LeRobot's record loop (select_action, RTC off), same frames and seed
+    want, want_plain = ref['chunks'], ref['plain']
 
     wrapper = tmp_path / 'python-offline'
     wrapper.write_text(f'#!/bin/sh\nexec unshare -n {lerobot_python} "$@"\n')
@@ -104,10 +107,13 @@ def test_smolvla_rtc_chunks_equal_lerobots_own_rtc_inference(lerobot_python,
 
     assert got.shape == want.shape == (len(STEPS), 10, 6)
     diff = np.abs(got - want).max()
-    print(f'egoroll vs LeRobot RTC: max |diff| {diff:.2e} (actions up to '
-          f'{np.abs(want).max():.2f})')
+    print(f'egoroll vs LeRobot RTC: max |diff| {diff:.2e}, without RTC vs its record loop '
+          f'{np.abs(plain - want_plain).max():.2e} (actions up to {np.abs(want).max():.2f})')
     assert diff < TOL, f'egoroll vs LeRobot RTC: max |diff| {diff}'
     assert np.abs(plain[0] - got[0]).max() < TOL          # the first has no leftover
+    # without guidance: LeRobot's own loop, task tokenized by the saved preprocessor
+    assert plain.shape == want_plain.shape
+    assert np.abs(plain - want_plain).max() < TOL, np.abs(plain - want_plain).max()
     for k in range(1, len(STEPS)):
         delay, start = STEPS[k][0], executed[k - 1]
         assert np.abs(got[k] - plain[k]).max() > 0.05, f'RTC did not change chunk {k}'

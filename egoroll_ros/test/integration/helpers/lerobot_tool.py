@@ -20,7 +20,9 @@
         ``predict_action_chunk(batch, inference_delay=, prev_chunk_left_over=,
         execution_horizon=)`` and ``ActionQueue.merge``; after each inference ``consume``
         actions are taken from the queue. PLAN_JSON: ``{"seed", "horizon", "steps": [{"delay",
-        "consume", "pad"}...]}``. Writes each inference's whole chunk in real units.
+        "consume", "pad"}...]}``. Writes each inference's whole chunk in real units
+        (``chunks``), and first, before RTC is enabled, ``infer``'s chunks with the same seed
+        (``plain``).
     python lerobot_tool.py dataset ROOT REPO_ID OUT_NPZ
         Loads the dataset at ROOT with LeRobot's own ``LeRobotDataset`` and writes every frame:
         ``fps``, ``features`` (JSON text), and stacked ``<feature>`` arrays (images back to
@@ -179,11 +181,9 @@ def _frames(obs_npz: str) -> tuple[list[dict[str, np.ndarray]], str | None]:
     return frames, task
 
 
-def infer(ckpt: str, obs_npz: str, out_npz: str, seed: int | None) -> None:
+def _record_loop(cfg, policy, pre, post, frames, task, seed):  # noqa: ANN001, ANN202
     from lerobot.common.control_utils import predict_action
 
-    cfg, policy, pre, post = _load(ckpt)
-    frames, task = _frames(obs_npz)
     policy.reset()
     pre.reset()
     post.reset()
@@ -195,7 +195,13 @@ def infer(ckpt: str, obs_npz: str, out_npz: str, seed: int | None) -> None:
                                use_amp=False, task=task).squeeze(0).double().numpy()
                 for _ in range(cfg.n_action_steps)]
         chunks.append(np.stack(rows))
-    np.savez(out_npz, chunks=np.stack(chunks))
+    return np.stack(chunks)
+
+
+def infer(ckpt: str, obs_npz: str, out_npz: str, seed: int | None) -> None:
+    cfg, policy, pre, post = _load(ckpt)
+    frames, task = _frames(obs_npz)
+    np.savez(out_npz, chunks=_record_loop(cfg, policy, pre, post, frames, task, seed))
 
 
 def rtc(ckpt: str, obs_npz: str, out_npz: str, plan: dict) -> None:
@@ -205,11 +211,13 @@ def rtc(ckpt: str, obs_npz: str, out_npz: str, plan: dict) -> None:
     from lerobot.rollout.inference.rtc import _normalize_prev_actions_length
 
     cfg, policy, pre, post = _load(ckpt)
+    frames, task = _frames(obs_npz)
+    # first (RTC still off: select_action refuses it) the record loop, as ``infer``
+    plain = _record_loop(cfg, policy, pre, post, frames, task, int(plan['seed']))
     horizon = int(plan['horizon'])
     rtc_cfg = RTCConfig(execution_horizon=horizon)
     policy.config.rtc_config = rtc_cfg          # as lerobot/rollout/context.py enables RTC
     policy.init_rtc_processor()
-    frames, task = _frames(obs_npz)
     queue = ActionQueue(rtc_cfg)
     policy.reset()
     pre.reset()
@@ -232,7 +240,7 @@ def rtc(ckpt: str, obs_npz: str, out_npz: str, plan: dict) -> None:
         for _ in range(int(step['consume'])):
             queue.get()
         chunks.append(processed.double().numpy())
-    np.savez(out_npz, chunks=np.stack(chunks))
+    np.savez(out_npz, chunks=np.stack(chunks), plain=plain)
 
 
 def bench(ckpt: str, obs_npz: str, n: int) -> None:
