@@ -380,9 +380,12 @@ class SafetyGate(Node):
 
         A raised motion fence goes out in a heartbeat first, before any cancel: it stops a
         goal sent before the stop that reaches the executor after the cancel-all."""
-        if self.interlock.fence_changed:
-            self._publish_heartbeat()
         log = self.get_logger()
+        if self.interlock.fence_changed:
+            try:
+                self._publish_heartbeat()
+            except Exception as exc:  # noqa: BLE001 - the cancel below must still go out
+                log.error(f'could not send the raised motion fence: {exc}')
         for d in decisions:
             if d.kind is Kind.CANCEL:
                 self._cancel_goals(d.reason)

@@ -9,8 +9,6 @@ from rclpy.node import Node
 
 from egoroll_ros.ros.graph import wait_until
 
-_CLIENTS: dict[tuple[int, str], Any] = {}
-
 
 def goal_result(node: Node, action_type: Any, action: str, goal_id: bytes,
                 timeout: float = 10.0) -> Any:
@@ -20,12 +18,12 @@ def goal_result(node: Node, action_type: Any, action: str, goal_id: bytes,
     Raises:
         AssertionError: no server or no answer within ``timeout`` s.
     """
-    key = (id(node), action)
-    client = _CLIENTS.get(key)
+    # One client per node and action, kept on the node (it dies with it).
+    clients = node.__dict__.setdefault('_egoroll_goal_result_clients', {})
+    client = clients.get(action)
     if client is None:
-        client = node.create_client(action_type.Impl.GetResultService,
-                                    f'{action}/_action/get_result')
-        _CLIENTS[key] = client
+        client = clients[action] = node.create_client(action_type.Impl.GetResultService,
+                                                      f'{action}/_action/get_result')
     assert client.wait_for_service(timeout_sec=timeout), f'no {action} result service'
     req = action_type.Impl.GetResultService.Request()
     req.goal_id.uuid = np.frombuffer(bytes(goal_id), dtype=np.uint8)
