@@ -243,7 +243,7 @@ def evaluate(opts: EvaluateOptions, log: Callable[[str], None] = print) -> dict[
 def _prepare(opts: EvaluateOptions, bag: BagReader, decode: _Decoder,
              log: Callable[[str], None]) -> _Prepared:
     """Read both configurations, the robot model and the policy (bad input: typed errors)."""
-    from egoroll_ros.nodes.safety_gate import PARAMS as GATE_PARAMS
+    from egoroll_ros.ros.gate_params import PARAMS as GATE_PARAMS
     from egoroll_ros.ros.params import params_from_yaml
     from egoroll_ros.ros.policy_params import PARAMS as POLICY_PARAMS
 

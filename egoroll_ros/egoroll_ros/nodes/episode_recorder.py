@@ -134,7 +134,7 @@ def buttons_in_use(files: list[str], namespace: str = '') -> tuple[dict[str, int
     Raises:
         ConfigError: an unreadable file or a bad button value.
     """
-    from egoroll_ros.nodes.safety_gate import PARAMS as GATE_PARAMS
+    from egoroll_ros.ros.gate_params import PARAMS as GATE_PARAMS
     from egoroll_ros.ros.policy_params import PARAMS as POLICY_PARAMS
 
     used: dict[str, int] = {}

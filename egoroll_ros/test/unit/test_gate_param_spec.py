@@ -10,7 +10,7 @@ from egoroll_ros.core.cartesian import cartesian_config_from_params
 from egoroll_ros.core.gate import config_from_params
 from egoroll_ros.core.interlock import interlock_config_from_params
 from egoroll_ros.errors import ConfigError
-from egoroll_ros.nodes.safety_gate import PARAMS
+from egoroll_ros.ros.gate_params import PARAMS
 from egoroll_ros.ros.params import params_from_yaml
 
 JOINTS = {'joints': ['a', 'b']}
