@@ -630,12 +630,12 @@ class ExecutorCore:
             if self._active is not None:
                 self._end(self._active, 'PREEMPTED', 'replaced by a goal that was canceled', now)
                 self._active = None
-                self._stop(now)
+                self._stop(self._stop_start(now))
             return True
         if self._active is not None and self._active.key == key:
             self._end(self._active, 'CANCELED', f'canceled; {self.config.stop_behavior}', now)
             self._active = None
-            self._stop(now)
+            self._stop(self._stop_start(now))
             return True
         return False
 
@@ -735,7 +735,7 @@ class ExecutorCore:
             ended = True
             # A pending goal above the fence (forwarded after a re-arm) adopts at the next
             # tick from the measured state, as after any halt.
-            self._stop(now)
+            self._stop(self._stop_start(now))
         return ended
 
     def supervision_error(self, now: float) -> TrajectoryError | None:
@@ -827,6 +827,15 @@ class ExecutorCore:
         self._motion_changed = True
         self._ran_out = False
         self._generation += 1
+
+    def _stop_start(self, now: float) -> float:
+        """When a stop asked for between ticks (a cancel, a fence) starts: at the last tick,
+        from the state the last setpoint was sampled in. Started at ``now`` instead, a tick
+        running late behind the request (its deadline before ``now``) sampled the stop's start
+        state at its earlier deadline: a position shifted by up to a period of motion, seen as
+        15 rad/s^2 and 1400 rad/s^3 of setpoint acceleration and jerk at 500 Hz."""
+        last = self._tick_time
+        return last if math.isfinite(last) and last <= now else now
 
     def _stop(self, now: float, at: np.ndarray | None = None) -> None:
         """Switch to the stop motion now (hold at ``at`` or per stop_behavior)."""

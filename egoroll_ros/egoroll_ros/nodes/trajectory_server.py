@@ -290,7 +290,7 @@ class TrajectoryServer(Node):
                     self.core.motion is not None:
                 # As on a cancel: the downstream controller gets the stop motion now.
                 self._command_pub.publish(self._forward_msg(
-                    now, self.get_clock().now().nanoseconds * 1e-9))
+                    now, self.get_clock().now().nanoseconds))
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
 
