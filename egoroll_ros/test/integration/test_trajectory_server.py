@@ -263,6 +263,7 @@ def test_preemption_mid_trajectory_is_continuous_and_old_goal_ends_preempted(ros
     assert max(m.position[0] for m in msgs) < 0.8  # the old goal's end was never reached
 
 
+@pytest.mark.safety
 def test_cancel_holds_within_one_period_and_no_old_setpoint_after_the_result(ros_graph):
     rate = 200.0
     rig = Rig(ros_graph, server={'control_rate': rate, 'feedback_rate': 1.0,
@@ -375,6 +376,7 @@ def test_cancel_forwards_the_hold_to_a_trajectory_controller(ros_graph):
                f'sim at the hold {q}: {rig.server.core.measured.positions}')
 
 
+@pytest.mark.safety
 def test_cancel_right_after_acceptance_never_moves_the_robot(ros_graph):
     rig = Rig(ros_graph, server={'control_rate': 200.0})
     assert rig.run(rig.goal([0.2], [[0.0] * 3])).error_code == R.SUCCESSFUL
@@ -393,6 +395,7 @@ def test_cancel_right_after_acceptance_never_moves_the_robot(ros_graph):
                                   key=lambda m: time_to_sec(m.header.stamp)))
 
 
+@pytest.mark.race
 def test_preempt_racing_a_cancel_of_the_old_goal_never_stops_the_new_one(ros_graph):
     """A new goal and a cancel of the old one, repeated in both orders (the cancel sent at once,
     or only once the new goal has replaced the old one in the core): the old goal ends
