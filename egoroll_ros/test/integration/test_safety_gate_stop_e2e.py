@@ -477,24 +477,7 @@ def test_stop_race_no_setpoint_of_the_old_chunk_after_safety_stop_returns(e2e):
     rng = np.random.default_rng(13)
     moved = 0
     for rep in range(RACE_REPS):
-        q0 = e2e.measured()
-        velocity = np.zeros(len(ARM))
-        velocity[ROLL] = (-1.0 if q0[ROLL] > 0.0 else 1.0) * 0.3
-        # Set-up, not the behaviour under test: a chunk that reaches the executor later than
-        # its lead on a loaded machine is refused (LIMIT_VIOLATED: no catch-up); send another.
-        for _attempt in range(5):
-            t_send = time.monotonic()
-            verdict, _, _ = e2e.send(velocity, 20, lead=0.2)
-            assert verdict.forwarded, f'rep {rep}: {verdict.summary}'
-            # Wait until the setpoints move, then a random few ticks more (0-40 ms).
-            with contextlib.suppress(AssertionError):
-                wait_until(lambda t=t_send: any(
-                    not np.array_equal(q, e2e.setpoints_after(t)[0][1])
-                    for _, q in e2e.setpoints_after(t)), 3.0, 'the chunk moves the setpoints',
-                    interval=0.01)
-                break
-        else:
-            raise AssertionError(f'rep {rep}: no chunk moved the setpoints in 5 attempts')
+        _moving_chunk(e2e, rep)     # then a random few ticks more
         n = len(e2e.commanded.snapshot())
         e2e.commanded.wait_count(n + int(rng.integers(0, 8)), 10.0)
         res, t_ret = e2e.call_stop()
