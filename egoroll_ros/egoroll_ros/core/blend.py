@@ -526,8 +526,12 @@ def join_chunk(t0: float, position: np.ndarray, velocity: np.ndarray,
                               f'(blend time {min_blend:g} s)')
     latest = min(t0 + max_blend, float(times[-1]))
     path = chunk_path(times, positions, velocities, accelerations)
-    stop_state = path.sample(path.end_time - 1e-12) if len(times) > 1 else \
-        (path.positions[-1], np.zeros(n), np.zeros(n))
+    # The path's state at its last point, from its last segment (sample() there is already
+    # the hold at rest). Not sampled a hair before the end: on the steady clock of a machine
+    # up for 12 h (t ~ 43,000 s) ``end - 1e-12`` IS the end, so the stop started at rest
+    # and every chunk that ran out stepped the velocity to zero at its last point.
+    stop_state = tuple(x[0] for x in path.derivatives_many(np.array([path.end_time]))[:3]) \
+        if len(times) > 1 else (path.positions[-1], np.zeros(n), np.zeros(n))
     try:
         stop = RuckigStop(path.end_time, *stop_state, limits)
     except TrajectoryError as exc:

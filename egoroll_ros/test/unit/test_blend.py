@@ -129,12 +129,25 @@ def test_the_join_takes_the_shortest_feasible_time_within_the_bounds():
     assert far.t_join > m.t_join                    # 5 cm off needs longer within the limits
 
 
-def test_running_out_of_chunk_decelerates_to_rest_within_the_limits():
+# Steady-clock times the executor runs at: just booted, up 12 h, 11.6 days, 100 days.
+CLOCKS = [0.0, 43_559.0, 1e6, 8.64e6]
+
+
+@pytest.mark.parametrize('clock', CLOCKS)
+def test_running_out_of_chunk_decelerates_to_rest_within_the_limits(clock):
     times = np.arange(1, 11) * 0.05
     pos = np.stack([0.3 * times, -0.2 * times], axis=1)        # moving at the last point
-    m = join_chunk(0.0, pos[0] - 0.015, np.array([0.3, -0.2]), np.zeros(2), times, pos, None,
+    times = times + clock
+    m = join_chunk(clock, pos[0] - 0.015, np.array([0.3, -0.2]), np.zeros(2), times, pos, None,
                    None, LIM, 0.1, 0.4, DT / 4)
     assert m.end_time > times[-1]
+    # The stop starts from the path's own state at its last point: not from rest (before,
+    # at a steady clock of 43,559 s ``end - 1e-12`` rounded to the end, where the path is
+    # already at rest, so the velocity stepped from 0.3 rad/s to 0 at the chunk's end).
+    end = m.path.derivatives_many(np.array([times[-1]]))
+    for got, want in zip(m.sample(times[-1]), end[:3], strict=False):
+        np.testing.assert_allclose(got, want[0], atol=1e-9)
+    assert abs(m.sample(times[-1])[1][0] - 0.3) < 0.05
     _, q, v, a, j = _sampled(m, times[-1] - 0.1, m.end_time + 0.05)
     _within(v, a, j)
     assert np.all(np.abs(v[-5:]) < 1e-9)
