@@ -31,10 +31,12 @@ import yaml
 from egoroll_ros.demo.run import DemoOptions, run_demo, share_dir
 from egoroll_ros.testing.domains import use_private_domain
 
-#: mode name -> per-node parameter overrides (trajectory_server.yaml ships seam: blend).
+#: mode name -> per-node parameter overrides (trajectory_server.yaml ships seam: blend with
+#: blend_join: correction; blend_ruckig is the time-optimal Ruckig join of before).
 MODES: dict[str, dict[str, dict]] = {
     'splice': {'trajectory_server': {'seam': 'splice'}},
     'blend': {},
+    'blend_ruckig': {'trajectory_server': {'blend_join': 'ruckig'}},
     'blend+temporal_ensemble': {'policy_node': {'aggregation.mode': 'temporal_ensemble'}},
     'blend+weighted_average': {'policy_node': {'aggregation.mode': 'weighted_average'}},
     'blend+keep3': {'policy_node': {'aggregation.mode': 'keep', 'aggregation.keep_points': 3}},

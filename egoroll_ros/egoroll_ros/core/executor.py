@@ -54,6 +54,10 @@ STOP_BEHAVIORS = ('hold', 'decelerate')
 #: core/blend.py; refused when it cannot be done within max_blend_time, and the running goal
 #: continues).
 SEAMS = ('splice', 'blend')
+#: The kind of join seam ``blend`` prefers (core/blend.py): ``correction`` (the new chunk's
+#: path plus a fading quintic correction, the change of velocity spread over the join; Ruckig
+#: where it cannot keep the limits) or ``ruckig`` (always Ruckig: time-optimal bursts).
+BLEND_JOINS = ('correction', 'ruckig')
 IDLE_OUTPUTS = ('hold', 'silent')
 
 # States of the executor.
@@ -89,6 +93,7 @@ class ExecutorConfig:
     seam: str = 'splice'
     max_jerk: tuple[float, ...] = ()
     max_blend_time: float = 0.5
+    blend_join: str = 'correction'
     #: Supervision (see :meth:`ExecutorCore.supervise`): s without an interlock heartbeat
     #: after which goals abort HEARTBEAT_LOST and new ones are refused; 0 = not supervised.
     heartbeat_timeout: float = 0.0
@@ -161,6 +166,8 @@ class ExecutorConfig:
     def _validate_seam(self, n: int) -> None:
         if self.seam not in SEAMS:
             raise ConfigError(f"parameter 'seam': must be one of {SEAMS}")
+        if self.blend_join not in BLEND_JOINS:
+            raise ConfigError(f"parameter 'blend_join': must be one of {BLEND_JOINS}")
         jerk = tuple(float(v) for v in self.max_jerk)
         object.__setattr__(self, 'max_jerk', jerk)
         if self.seam == 'blend' or jerk:
@@ -414,6 +421,7 @@ class JoinRequest:
     max_blend: float
     step: float
     joints: tuple[str, ...]
+    correction: bool = True
 
     def compute(self) -> PreparedJoin:
         """Run :func:`~egoroll_ros.core.blend.join_chunk` (pure; milliseconds to a tenth of
@@ -423,7 +431,7 @@ class JoinRequest:
             motion = join_chunk(self.takeover, self.position, self.velocity, self.acceleration,
                                 g.times, g.positions, g.velocities, g.accelerations,
                                 self.limits, self.min_blend, self.max_blend, self.step,
-                                self.joints)
+                                self.joints, correction=self.correction)
         except TrajectoryError as exc:
             return PreparedJoin(self, None, exc)
         return PreparedJoin(self, motion, None)
@@ -587,7 +595,8 @@ class ExecutorCore:
         self._join = JoinRequest(
             p.key, p.goal.sequence, float(takeover), self._generation, q, v, a, p.goal,
             self._limits, self.config.blend_time, self.config.max_blend_time,
-            self.config.period / 4.0, self.config.joints)
+            self.config.period / 4.0, self.config.joints,
+            correction=self.config.blend_join == 'correction')
         return self._join
 
     def offer_join(self, prepared: PreparedJoin) -> bool:
@@ -994,7 +1003,8 @@ class ExecutorCore:
                 motion, error = join_chunk(
                     now, q, v, a, g.times, g.positions, g.velocities, g.accelerations,
                     self._limits, self.config.blend_time, self.config.max_blend_time,
-                    self.config.period / 4.0, self.config.joints), None
+                    self.config.period / 4.0, self.config.joints,
+                    correction=self.config.blend_join == 'correction'), None
             except TrajectoryError as exc:
                 motion, error = None, exc
         if error is not None:

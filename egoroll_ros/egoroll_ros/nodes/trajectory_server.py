@@ -47,6 +47,7 @@ from egoroll_interfaces.msg import ExecutorState, InterlockHeartbeat
 from egoroll_ros.core.clock_offset import ClockOffset
 from egoroll_ros.core.command_interface import command_order
 from egoroll_ros.core.executor import (
+    BLEND_JOINS,
     CODES,
     HOLDING,
     IDLE_OUTPUTS,
@@ -166,6 +167,12 @@ PARAMS = [
           read_only=True),
     Param('max_blend_time', float, 0.5, 'seam blend: longest join into a new goal (s); a goal '
           'that cannot be joined within it is refused.', min=0.001, max=5.0, read_only=True),
+    Param('blend_join', str, 'correction', 'seam blend, the join preferred at each join time: '
+          "correction (the new goal's own path plus a quintic correction fading from the "
+          'running state to zero, so the change of velocity is spread over the join; Ruckig '
+          'where that would exceed the limits) or ruckig (always the time-optimal Ruckig join: '
+          'bursts at the jerk limit, coasting in between).', choices=BLEND_JOINS,
+          read_only=True),
     Param('feedback_rate', float, 20.0, 'Action feedback rate (Hz).', min=0.1, max=1000.0,
           read_only=True),
     Param('planned_rate', float, 10.0, 'Rate of executor/planned (Hz).', min=0.1, max=1000.0,

@@ -267,3 +267,48 @@ def test_the_join_search_tries_a_bounded_number_of_join_times(monkeypatch):
     joins = [d for d in tried if d is not None]
     assert 1 < len(joins) <= blend.MAX_CANDIDATES
     assert min(joins) == pytest.approx(0.1) and max(joins) == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize('clock', CLOCKS)
+def test_the_join_spreads_a_velocity_change_over_its_whole_time(clock):
+    # A seam as the demo policy makes them: the running motion at 0.3 rad/s, the new chunk
+    # (stamped at its observation, before the seam) at 0.25 rad/s from 1 mm further on.
+    # Time-optimal Ruckig (the full limits, stretched to the join time) changes the velocity
+    # in a burst at the jerk limit and coasts; the correction reaches the same point of the
+    # chunk at the same time with a fraction of the acceleration and jerk, spread over it.
+    from egoroll_ros.core.blend import PathCorrection, _ruckig
+    t0 = clock + 0.01
+    times = clock + 0.05 * np.arange(0, 20)
+    pos = np.stack([0.001 + 0.25 * (times - clock), np.zeros(20)], axis=1)
+    q0, v0, a0 = np.array([0.3 * 0.01, 0.0]), np.array([0.3, 0.0]), np.zeros(2)
+    m = join_chunk(t0, q0, v0, a0, times, pos, None, None, LIM, 0.1, 0.4, DT / 4)
+    assert isinstance(m.join, PathCorrection)
+    only_ruckig = join_chunk(t0, q0, v0, a0, times, pos, None, None, LIM, 0.1, 0.4, DT / 4,
+                             correction=False)     # blend_join: ruckig
+    assert not isinstance(only_ruckig.join, PathCorrection)
+    assert m.t_join == pytest.approx(t0 + 0.1)
+    fastest = _ruckig(2, q0, v0, a0, LIM, m.path.sample(m.t_join), minimum_duration=0.1)
+    taus = np.linspace(0.0, 0.1, 401)
+    full = np.array([fastest.at_time(t)[2] for t in taus])[:, 0]
+    ours = np.array([m.sample(t0 + t)[2] for t in taus])[:, 0]
+    assert np.abs(ours).max() < 0.5 * np.abs(full).max()    # measured 1.69 against 4.5
+    half = len(taus) // 2
+    assert np.abs(full[half // 2:-half // 2]).max() < 1e-6   # Ruckig's coast in between
+    assert np.abs(ours[half:]).max() > 0.3 * np.abs(ours[:half]).max()   # ours: spread
+    _, _, v, a, j = _sampled(m, t0, m.t_join + 0.05)
+    _within(v, a, j)
+    assert np.abs(j).max() < 0.5 * JMAX
+
+
+def test_an_offset_the_correction_cannot_take_within_the_limits_is_joined_by_ruckig():
+    from egoroll_ros.core.blend import RuckigJoin
+    times = 0.05 * np.arange(0, 20)
+    pos = np.stack([0.25 * times, np.zeros(20)], axis=1)
+    # 3 cm behind the chunk: the correction over 0.1 s needs ~17 rad/s^2 (> 8); Ruckig
+    # reaches the chunk later within the limits
+    q0 = np.array([0.25 * 0.01 - 0.03, 0.0])
+    m = join_chunk(0.01, q0, np.array([0.25, 0.0]), np.zeros(2), times, pos, None, None, LIM,
+                   0.1, 0.4, DT / 4)
+    assert isinstance(m.join, RuckigJoin)
+    _, _, v, a, j = _sampled(m, 0.01, m.end_time + 0.05)
+    _within(v, a, j)

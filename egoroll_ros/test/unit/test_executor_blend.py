@@ -113,6 +113,7 @@ def test_from_rest_the_first_chunk_starts_at_the_measured_position():
     (dict(seam='blend', max_jerk=(1.0, 1.0), blend_time=0.3, max_blend_time=0.2),
      'max_blend_time'),
     (dict(seam='smooth'), 'seam'),
+    (dict(BLEND, blend_join='gentle'), 'blend_join'),
 ])
 def test_bad_blend_config_names_the_parameter(kw, name):
     with pytest.raises(ConfigError, match=name):

@@ -68,13 +68,15 @@ def test_a_prepared_join_takes_over_at_its_tick_continuous_in_q_v_a(seed, lead):
 
 def test_the_prepared_join_is_the_join_the_tick_would_compute():
     a, b = Rig(**BLEND), Rig(**BLEND)
-    rng_a, rng_b = _running(a, 5), _running(b, 5)
-    _next_chunk(a, rng_a)
+    rng_a, _ = _running(a, 5), _running(b, 5)
+    times, pos = _chunk(a.t, a.q + rng_a.uniform(-0.01, 0.01, 2), rng_a.uniform(-0.5, 0.5, 2))
+    stamp = a.t      # the same chunk, stamped, for both (a stamp of 0 means "on receipt")
+    a.goal(times, pos, seq=2, stamp=stamp)
     takeover = _tick_after(a, 2)
     assert a.core.offer_join(a.core.join_request(takeover).compute())
     a.run(3 * DT)
-    b.run(DT)                       # b's goal arrives one tick before its takeover: in the tick
-    _next_chunk(b, rng_b)
+    b.run(DT)                       # b's goal (the same chunk) arrives one tick before its
+    b.goal(times, pos, seq=2, stamp=stamp)   # takeover: joined in the tick
     b.run(2 * DT)
     assert b.core.joins['prepared'] == 0
     for sa, sb in zip(a.setpoints, b.setpoints, strict=True):
