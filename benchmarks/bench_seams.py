@@ -37,9 +37,14 @@ MODES: dict[str, dict[str, dict]] = {
     'splice': {'trajectory_server': {'seam': 'splice'}},
     'blend': {},
     'blend_ruckig': {'trajectory_server': {'blend_join': 'ruckig'}},
-    'blend+temporal_ensemble': {'policy_node': {'aggregation.mode': 'temporal_ensemble'}},
-    'blend+weighted_average': {'policy_node': {'aggregation.mode': 'weighted_average'}},
-    'blend+keep3': {'policy_node': {'aggregation.mode': 'keep', 'aggregation.keep_points': 3}},
+    # the aggregation modes ramp their hand-overs (aggregation.blend_points, docs/policy.md):
+    # the exact formulas leave a step where an older chunk ends that the gate refuses
+    'blend+temporal_ensemble': {'policy_node': {'aggregation.mode': 'temporal_ensemble',
+                                                'aggregation.blend_points': 5}},
+    'blend+weighted_average': {'policy_node': {'aggregation.mode': 'weighted_average',
+                                               'aggregation.blend_points': 3}},
+    'blend+keep3': {'policy_node': {'aggregation.mode': 'keep', 'aggregation.keep_points': 3,
+                                    'aggregation.blend_points': 3}},
     'blend+pin_latency': {'policy_node': {'aggregation.pin_latency': True,
                                           'aggregation.pin_margin': 0.02,
                                           'aggregation.blend_points': 3}},

@@ -149,8 +149,11 @@ PARAMS = [
     Param('aggregation.pin_margin', float, 0.0, 'Seconds after publishing that a chunk is '
           'expected to reach the executor (transport and gate).', min=0.0, max=10.0,
           read_only=True),
-    Param('aggregation.blend_points', int, 0, 'Points after a pinned or kept prefix that ramp '
-          'linearly from the running chunk to the new one.', min=0, max=10000, read_only=True),
+    Param('aggregation.blend_points', int, 0, 'Points over which each hand-over from older '
+          'chunks to the new one ramps linearly: after a pinned or kept prefix, and '
+          "(weighted_average, temporal_ensemble) an older chunk's weight fading out over its "
+          'last blend_points + 1 covered points; 0: the exact formulas, with a step where an '
+          'older chunk ends.', min=0, max=10000, read_only=True),
     Param('markers.frames', 'str[]', [], 'End-effector frames whose predicted path (forward '
           'kinematics of each joint chunk) is drawn on policy/markers; the robot model comes '
           'from urdf_path, else robot_description. Empty: only the status text is drawn.',

@@ -61,6 +61,29 @@ def test_weighted_average_is_lerobots_0_3_old_0_7_new_on_the_overlap():
     np.testing.assert_allclose(out[~overlap], 2.0)
 
 
+def test_blend_points_fade_an_older_chunk_out_before_its_end_instead_of_a_step():
+    # The exact formulas step where the previous chunk ends; with blend_points k its weight
+    # falls linearly over its last k + 1 covered points, to zero one spacing after its end.
+    k = 3
+    for mode in ('weighted_average', 'temporal_ensemble'):
+        exact, faded = _agg(mode=mode), _agg(mode=mode, blend_points=k)
+        for agg in (exact, faded):
+            agg.aggregate(0.0, T, _const(1.0), 0.0)
+        a = exact.aggregate(0.1, T, _const(2.0), 0.1).positions[:, 0]
+        b = faded.aggregate(0.1, T, _const(2.0), 0.1).positions[:, 0]
+        last = int(np.nonzero(0.1 + T <= 1.0 + 1e-9)[0][-1])   # the old chunk's last point
+        assert np.max(np.abs(np.diff(a))) == pytest.approx(abs(a[last] - 2.0))  # one step
+        np.testing.assert_allclose(b[:last - k], a[:last - k])   # untouched before the fade
+        np.testing.assert_allclose(b[last + 1:], 2.0)            # the new chunk after it
+        share = (b[last - k:last + 2] - 2.0) / (1.0 - 2.0)       # the old chunk's share
+        fade = np.arange(k + 1, -1, -1) / (k + 1)
+        if mode == 'weighted_average':                          # share = old_weight x fade
+            np.testing.assert_allclose(share, 0.3 * fade, atol=1e-12)
+        else:     # the ensemble normalises: share / (1 - share) = fade x (its weight ratio)
+            odds = share / (1.0 - share)
+            np.testing.assert_allclose(odds, fade * odds[0], atol=1e-12)
+
+
 def test_keep_n_keeps_the_running_chunks_points_and_replaces_the_rest():
     agg = _agg(mode='keep', keep_points=3)
     ramp = np.stack([T, -T], axis=1)
