@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 import contextlib
+import faulthandler
 import signal
 import sys
 
@@ -102,6 +103,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
         The process exit status.
     """
     _interrupt_once()
+    # A native crash (rclpy, the RMW, torch) prints every thread's Python stack to stderr, the
+    # node's log, instead of leaving only an exit status of -11.
+    faulthandler.enable()
     rclpy.init(args=args)
     node = None
     try:
