@@ -657,7 +657,8 @@ class ExecutorCore:
         self._drop_join()
         self.join_wanted = False
         if self.state in (EXECUTING, STOPPING):
-            self._stop(now)
+            # from the last tick, as a cancel (a shutdown halts at the wall clock's now)
+            self._stop(self._stop_start(now))
 
     def take_outcomes(self) -> list[Outcome]:
         """Goals that ended since the last call (or tick)."""

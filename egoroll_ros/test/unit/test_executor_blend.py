@@ -192,3 +192,19 @@ def test_a_cancel_between_ticks_stops_continuously_when_the_next_tick_runs_late(
     rig.run(0.6)
     assert rig.core.state == HOLDING
     _assert_within_limits(rig, start)
+
+
+@pytest.mark.parametrize('late', [0.25, 0.5, 0.9])
+def test_a_halt_between_ticks_stops_continuously_when_the_next_tick_runs_late(late):
+    # The same for a halt (the server's shutdown halts at time.monotonic(), between ticks):
+    # it was 356 rad/s^2 and 1.8e5 rad/s^3 at the end of a 500 Hz demo.
+    rig = Rig(**BLEND, stop_behavior='decelerate')
+    times, pos = _chunk(rig.t, rig.q, [0.8, -0.8], n=40)
+    rig.goal(times, pos, seq=1)
+    rig.run(0.6)
+    start = len(rig.setpoints) - 3
+    rig.core.halt(rig.t + (1.0 + late) * DT, 'SHUTDOWN', 'the server is shutting down')
+    assert rig.core.state == STOPPING
+    rig.run(0.6)
+    assert rig.core.state == HOLDING
+    _assert_within_limits(rig, start)
