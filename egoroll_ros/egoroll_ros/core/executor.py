@@ -484,6 +484,9 @@ class ExecutorCore:
         # The goal ended SUCCESSFUL and the motion it ended on still commands (its stop, then
         # its hold) with no halt since: the command stream is live, a new goal continues it.
         self._ran_out = False
+        # A goal pending when the running one was canceled (seam blend): it continues the
+        # command stream from the stop motion, as it would have joined the canceled goal.
+        self._pending_continues = False
         self._measured: MeasuredState | None = None
         self._outcomes: list[Outcome] = []
         self._motion_changed = False
@@ -563,6 +566,7 @@ class ExecutorCore:
             self._end(self._pending, 'PREEMPTED', f'replaced by sequence {goal.sequence}',
                       goal.received)
         self._pending = _Active(key, goal)
+        self._pending_continues = False      # a goal after a stop starts from the measured
         self._drop_join()
         self.join_wanted = False
 
@@ -645,6 +649,12 @@ class ExecutorCore:
             self._end(self._active, 'CANCELED', f'canceled; {self.config.stop_behavior}', now)
             self._active = None
             self._stop(self._stop_start(now))
+            # A newer goal already pending (accepted while this one ran; a cancel-all reaches
+            # it a moment later) joins from the stop motion being commanded, not from the
+            # measured positions: that start jumped the command by the arm's tracking lag
+            # (3 mm: hundreds of rad/s^2 at 500 Hz). Only a goal after the stop starts from
+            # the measured positions.
+            self._pending_continues = self._pending is not None
             return True
         return False
 
@@ -849,6 +859,7 @@ class ExecutorCore:
 
     def _stop(self, now: float, at: np.ndarray | None = None) -> None:
         """Switch to the stop motion now (hold at ``at`` or per stop_behavior)."""
+        self._pending_continues = False
         if at is not None:
             self._set_motion(hold(now, at))
             self.state = HOLDING
@@ -982,6 +993,14 @@ class ExecutorCore:
         running = self.state == EXECUTING and self.motion is not None and old is not None
         ran_out = (not running and self.state == HOLDING and self._ran_out and
                    self.motion is not None and self.config.idle_output == 'hold')
+        # pending when the running goal was canceled: continues the stream of a decelerating
+        # stop (a stop_behavior hold is itself a dead stop: such a goal starts from measured)
+        ran_out = ran_out or (not running and self._pending_continues and
+                              self.motion is not None and
+                              self.config.stop_behavior == 'decelerate' and
+                              (self.state == STOPPING or (self.state == HOLDING and
+                                                          self.config.idle_output == 'hold')))
+        self._pending_continues = False
         if prepared is not None:
             self.joins['prepared'] += 1
             if prepared.error is not None:

@@ -208,3 +208,42 @@ def test_a_halt_between_ticks_stops_continuously_when_the_next_tick_runs_late(la
     rig.run(0.6)
     assert rig.core.state == HOLDING
     _assert_within_limits(rig, start)
+
+
+@pytest.mark.parametrize('seed', range(4))
+def test_a_goal_pending_when_the_running_one_is_canceled_continues_the_decelerating_stop(seed):
+    # A cancel-all reaches the running goal a moment before the newer pending one; the tick
+    # between them adopted the pending goal from the measured positions, a jump of the arm's
+    # tracking lag (here 3 mrad: ~750 rad/s^2 at 500 Hz). It now joins from the stop motion.
+    rng = np.random.default_rng(seed)
+    rig = Rig(**BLEND, stop_behavior='decelerate')
+    times, pos = _chunk(rig.t, rig.q, rng.uniform(-0.5, 0.5, 2), n=40)
+    rig.goal(times, pos, seq=1)
+    rig.run(0.3)
+    start = len(rig.setpoints) - 3
+    times, pos = _chunk(rig.t, rig.q + rng.uniform(-0.005, 0.005, 2),
+                        rng.uniform(-0.5, 0.5, 2), n=40)
+    rig.goal(times, pos, seq=2)                  # pending: joins at the next tick
+    lagging = rig.setpoints[-1].positions - 0.003
+    rig.core.update_measured(lagging, None, rig.t)
+    assert rig.core.cancel(1, rig.t + 0.5 * DT)
+    rig.run(DT, fresh=False)
+    assert rig.core.active_sequence == 2 and rig.core.state == EXECUTING
+    rig.run(0.5)
+    _assert_within_limits(rig, start)
+
+
+def test_a_goal_after_a_cancel_still_starts_from_the_measured_positions():
+    rig = Rig(**BLEND, stop_behavior='decelerate')
+    times, pos = _chunk(rig.t, rig.q, [0.5, -0.5], n=40)
+    rig.goal(times, pos, seq=1)
+    rig.run(0.3)
+    assert rig.core.cancel(1, rig.t)
+    rig.run(0.2, fresh=False)
+    measured = rig.setpoints[-1].positions - 0.003
+    rig.core.update_measured(measured, None, rig.t)
+    times, pos = _chunk(rig.t, measured, [0.5, -0.5], n=40)
+    rig.goal(times, pos, seq=2)
+    rig.run(DT, fresh=False)
+    assert rig.core.active_sequence == 2
+    np.testing.assert_allclose(rig.setpoints[-1].positions, measured, atol=VMAX * DT)
