@@ -176,34 +176,28 @@ def test_a_refused_chunk_after_the_last_one_ran_out_leaves_the_hold_unchanged():
     _assert_within_limits(rig)
 
 
+def _cancel(rig, when):
+    assert rig.core.cancel(1, when)
+
+
+def _halt(rig, when):
+    rig.core.halt(when, 'SHUTDOWN', 'the server is shutting down')
+
+
 @pytest.mark.parametrize('late', [0.25, 0.5, 0.9])
-def test_a_cancel_between_ticks_stops_continuously_when_the_next_tick_runs_late(late):
-    # The cancel arrives after the next tick's deadline has passed but before that tick runs
-    # (the tick waited for the lock the cancel held): the stop continues the command stream
-    # from the last setpoint, so the late tick's setpoint at its deadline is no position
-    # shifted by the lateness (that was 15 rad/s^2 and 1400 rad/s^3 at 500 Hz).
+@pytest.mark.parametrize('stop', [_cancel, _halt], ids=['cancel', 'halt'])
+def test_a_stop_between_ticks_continues_when_the_next_tick_runs_late(stop, late):
+    # The cancel (or a halt: the server's shutdown, supervision from a callback) arrives after
+    # the next tick's deadline has passed but before that tick runs (the tick waited for the
+    # lock): the stop continues the command stream from the last setpoint, so the late tick's
+    # setpoint at its deadline is no position shifted by the lateness (that was 15 rad/s^2
+    # and 1400 rad/s^3 at 500 Hz).
     rig = Rig(**BLEND, stop_behavior='decelerate')
     times, pos = _chunk(rig.t, rig.q, [0.8, -0.8], n=40)
     rig.goal(times, pos, seq=1)
     rig.run(0.6)
     start = len(rig.setpoints) - 3
-    assert rig.core.cancel(1, rig.t + (1.0 + late) * DT)
-    assert rig.core.state == STOPPING
-    rig.run(0.6)
-    assert rig.core.state == HOLDING
-    _assert_within_limits(rig, start)
-
-
-@pytest.mark.parametrize('late', [0.25, 0.5, 0.9])
-def test_a_halt_between_ticks_stops_continuously_when_the_next_tick_runs_late(late):
-    # The same for a halt (the server's shutdown halts at time.monotonic(), between ticks):
-    # it was 356 rad/s^2 and 1.8e5 rad/s^3 at the end of a 500 Hz demo.
-    rig = Rig(**BLEND, stop_behavior='decelerate')
-    times, pos = _chunk(rig.t, rig.q, [0.8, -0.8], n=40)
-    rig.goal(times, pos, seq=1)
-    rig.run(0.6)
-    start = len(rig.setpoints) - 3
-    rig.core.halt(rig.t + (1.0 + late) * DT, 'SHUTDOWN', 'the server is shutting down')
+    stop(rig, rig.t + (1.0 + late) * DT)
     assert rig.core.state == STOPPING
     rig.run(0.6)
     assert rig.core.state == HOLDING
