@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command behind `make test`. It first rebuilds what changed (tools/bootstrap.py, the
 # same step as `make setup`: seconds when nothing did), so a run never tests a stale install.
-# No arguments: lint, the managed runtimes, every unit and integration test, then the robot half's
-# tests in the Jazzy-like and Humble-like environments (tools/test_distros.py). Arguments go
+# No arguments: lint, the managed runtimes, every unit and integration test, then every `safety`
+# and `race` test a second time beside EGOROLL_LOAD_HOGS (default 2) busy processes at nice
+# EGOROLL_LOAD_NICE (default 0): a loaded robot computer, where a timing assumption shows; then
+# the robot half's tests in the Jazzy-like and Humble-like environments (tools/test_distros.py). Arguments go
 # to pytest and run that subset against the freshly installed packages, e.g.
 #   tools/run_tests.sh egoroll_ros/test/unit -k sampling     (or: make test ARGS="-k gate")
 # EGOROLL_SKIP_BUILD=1 skips the rebuild (make test sets it: its setup step just ran).
@@ -24,9 +26,17 @@ if [ "$#" -eq 0 ]; then
 fi
 echo "== pytest =="
 # -p no:cacheprovider: never write next to the sources of a read-only checkout.
-# Integration tests (real processes over DDS) get up to 2 reruns on failure, see
-# egoroll_ros.testing.pytest_plugin; unit tests never do.
-tools/in_env.sh pytest -p no:cacheprovider "$@"
+# Nothing is rerun on failure unless marked infra_rerun(reason) (never a safety/race test, nor
+# any test in their modules): see egoroll_ros.testing.pytest_plugin.
+if [ "$full" = 1 ]; then
+  tools/in_env.sh pytest -p no:cacheprovider --durations=25 "$@"
+  echo "== safety and race tests again, under load (${EGOROLL_LOAD_HOGS:-2} busy processes, nice ${EGOROLL_LOAD_NICE:-0}) =="
+  tools/in_env.sh python tools/under_load.py --hogs "${EGOROLL_LOAD_HOGS:-2}" \
+    --nice "${EGOROLL_LOAD_NICE:-0}" -- pytest -p no:cacheprovider --durations=15 \
+    -m 'safety or race' "$@"
+else
+  tools/in_env.sh pytest -p no:cacheprovider "$@"
+fi
 if [ "$full" = 1 ]; then
   echo "== robot half in distro-like environments (cached outside the clone per lock file) =="
   # A plain python3, outside the main environment (its ROS libraries must not leak in).

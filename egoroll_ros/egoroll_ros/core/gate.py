@@ -16,11 +16,15 @@ Rules worth knowing (see ``docs/safety_gate.md``):
   time): ``max_step``, ``start_deviation``, the end-effector jump checks and the soft/hard
   translation limits include the step from it to the first point; velocity and acceleration
   include it when the first point's time is > 0.
-- The executor's commanded state (``executor/state``: velocity and acceleration of the motion
-  it follows, :class:`CommandedState`), when fresh, gives the finite differences their history:
-  points "-2" and "-3", one first-point spacing apart before the measured state, follow the
-  commanded velocity and acceleration, so acceleration and jerk are checked across the seam
-  from the running motion, not from rest.
+- The executor's commanded state (``executor/state``: setpoint, velocity and acceleration of
+  the motion it follows, :class:`CommandedState`), when fresh and within
+  ``MAX_COMMANDED_GAP`` of the observation, gives the finite differences their history: points
+  "-2" and "-3", one first-point spacing apart before the seam point, follow the commanded
+  velocity and acceleration, so acceleration and jerk are checked across the seam from the
+  running motion, not from rest. The seam point lies on the segment from the measured to the
+  commanded position (the arm lags its setpoint by the tracking error). Without a fresh
+  commanded state the seam is not differenced at all (:func:`_seam` says why that is safe):
+  a late telemetry topic never rejects a chunk.
 
 No rclpy import.
 """
@@ -57,6 +61,27 @@ class CommandedState:
     accelerations: np.ndarray
     stamp: float = 0.0
     received: float = 0.0
+    #: The setpoint sent at the tick, (J,) in ``names`` order; None when not reported.
+    positions: np.ndarray | None = None
+
+    def position_at(self, joints: Sequence[str], t: float) -> np.ndarray | None:
+        """The commanded position in ``joints`` order carried to ROS time ``t`` at constant
+        acceleration; None when positions were not reported, a joint is missing or a value
+        is not finite."""
+        if self.positions is None:
+            return None
+        index = {n: i for i, n in enumerate(self.names)}
+        if any(j not in index for j in joints) or len(self.positions) != len(self.names):
+            return None
+        cols = [index[j] for j in joints]
+        va = self.at(joints, t)
+        if va is None:
+            return None
+        dt = t - self.stamp
+        q = np.asarray(self.positions, float)[cols]
+        v0 = np.asarray(self.velocities, float)[cols]
+        out = q + v0 * dt + 0.5 * va[1] * dt * dt
+        return out if np.all(np.isfinite(out)) else None
 
     def at(self, joints: Sequence[str], t: float) -> tuple[np.ndarray, np.ndarray] | None:
         """(velocity, acceleration) in ``joints`` order carried to ROS time ``t`` at constant
@@ -72,21 +97,33 @@ class CommandedState:
         return v + a * (t - self.stamp), a
 
 
+#: s: the most a commanded state's tick may lie from the chunk's observation stamp for the
+#: seam to be checked from it (five ticks of the shipped 100 Hz executor/state). Farther, the
+#: executor's motion at the observation is not known and the seam is left to the executor.
+MAX_COMMANDED_GAP = 0.05
+
+
 def commanded_at_observation(history: Sequence[CommandedState], stamp: float,
-                             steady_now: float | None, max_age: float
-                             ) -> CommandedState | None:
+                             steady_now: float | None, max_age: float,
+                             max_gap: float = MAX_COMMANDED_GAP) -> CommandedState | None:
     """The executor's commanded state at the chunk's observation: the newest of ``history``
     (oldest first) stamped at or before ``stamp`` (else the oldest), or None when the history
-    is empty or its newest entry was received more than ``max_age`` s before ``steady_now``
-    (the executor's report is stale: the jerk check then starts from the measured state)."""
+    is empty, its newest entry was received more than ``max_age`` s before ``steady_now``
+    (the executor's report is stale), or the chosen tick lies more than ``max_gap`` s from
+    ``stamp`` (carrying it that far would be a guess). None: the gate checks the seam from
+    nothing (see :func:`check`)."""
     if not history:
         return None
     if steady_now is not None and steady_now - history[-1].received > max_age:
         return None
+    chosen = history[0]
     for cs in reversed(history):
         if cs.stamp <= stamp:
-            return cs
-    return history[0]
+            chosen = cs
+            break
+    if not abs(stamp - chosen.stamp) <= max_gap:
+        return None
+    return chosen
 
 #: Checks run on every chunk by :func:`check` that a configuration may turn off.
 OPTIONAL_CHECKS = (
@@ -143,6 +180,13 @@ class Verdict:
     #: it ('cartesian', 'ik', 'joint'; the node may say 'node' for deadman/e-stop/...), for an
     #: acceptance the last stage run ('joint'). See core/cartesian.py.
     stage: str = 'joint'
+    #: Where the finite differences across the seam (the step from the observation to the
+    #: chunk's first point) started: 'commanded' (the executor's running state, anywhere on
+    #: the segment from the measured to the commanded position), 'measured' (no commanded
+    #: position reported), 'none' (the seam was not differenced: no measured state, a first
+    #: point at the observation time, or no fresh commanded state; see :func:`check`), or ''
+    #: when the joint checks did not get that far.
+    seam_from: str = ''
 
     @property
     def accepted(self) -> bool:
@@ -632,11 +676,8 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
         full = np.empty((n + 1, nj))
         full[0] = qm
         full[1:] = pos
-        full_t = np.empty(n + 1)
-        full_t[0] = 0.0
-        full_t[1:] = times
     else:
-        full, full_t = pos, times
+        full = pos
     steps = full[1:] - full[:-1]
     offset = 0 if qm is not None else 1      # step k ends at point k + offset
     if config.enabled('max_step') and steps.size:
@@ -649,55 +690,9 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
         out.mask('start_deviation', np.abs(dev) > sd, dev, sd, joints, 0,
                  '{v:.6g} from the measured position (max {lim:.6g})')
     if increasing:
-        # Velocities/accelerations by finite differences; the measured state counts at t = 0
-        # only when the first point lies after it.
-        if qm is not None and t_first <= 0.0:
-            vdt, vsteps, voff = dts, steps[1:], 0
-        else:
-            vdt = full_t[1:] - full_t[:-1]
-            vsteps, voff = steps, offset
-        vel = vsteps / vdt[:, None]
-        if config.enabled('velocity_limit'):
-            vl = lim.velocity
-            out.mask('velocity_limit', np.abs(vel) > vl, vel, vl, joints, voff,
-                     'finite-difference velocity {v:.6g} exceeds {lim:.6g}')
-            if vel_decl is not None:
-                out.mask('velocity_limit', np.abs(vel_decl) > vl, vel_decl, vl, joints, 0,
-                         'declared velocity {v:.6g} exceeds {lim:.6g}')
-        cmd = None if commanded is None or qm is None or t_first <= 0.0 else \
-            commanded.at(joints, chunk.stamp)
-        if cmd is not None:
-            # History from the executor: points -3 and -2 at -2h and -h (h: the first
-            # point's time) on the commanded velocity and acceleration, before the measured
-            # point -1 at 0. Their own steps are the executor's, not the chunk's: only the
-            # accelerations from point -1 on and the jerks from the one between -2 and -1
-            # on are checked.
-            v_c, a_c = cmd
-            h = t_first
-            hist = np.stack([qm - 2.0 * h * v_c + 2.0 * h * h * a_c,
-                             qm - h * v_c + 0.5 * h * h * a_c])
-            hdt = np.concatenate([[h, h], vdt])
-            hvel = np.concatenate([(hist[1:] - hist[:-1]) / h, [(qm - hist[1]) / h], vel])
-        else:
-            hdt, hvel = vdt, vel
-        if config.enabled('jerk_limit'):
-            if cmd is not None:
-                _jerk_check(out, hvel, hdt, lim.jerk, joints, -2)
-            elif vel.shape[0] >= 3:
-                _jerk_check(out, vel, vdt, lim.jerk, joints, voff)
-        if config.enabled('acceleration_limit'):
-            if hvel.shape[0] >= 2:
-                mid = 0.5 * (hdt[1:] + hdt[:-1])
-                acc = (hvel[1:] - hvel[:-1]) / mid[:, None]
-                al = lim.acceleration
-                skip, aoff = (1, -1) if cmd is not None else (0, voff)
-                out.mask('acceleration_limit', np.abs(acc[skip:]) > al, acc[skip:], al,
-                         joints, aoff, 'finite-difference acceleration {v:.6g} exceeds '
-                         '{lim:.6g}')
-            if acc_decl is not None:
-                al = lim.acceleration
-                out.mask('acceleration_limit', np.abs(acc_decl) > al, acc_decl, al, joints, 0,
-                         'declared acceleration {v:.6g} exceeds {lim:.6g}')
+        seam = _seam(qm, commanded, joints, chunk.stamp, t_first)
+        verdict.seam_from = seam.source
+        _dynamics_checks(out, pos, times, seam, lim, joints, config, vel_decl, acc_decl)
 
     # --- end effectors ---------------------------------------------------------------------
     if lim.fk is None:
@@ -706,6 +701,163 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
     trans, rots = lim.fk.compute_batch_last(full)
     verdict.ee_paths = trans.transpose(1, 2, 0)                         # (F, M, 3) view
     _ee_path_checks(out, trans, rots, config.ee_frames, config, qm is not None)
+
+
+@dataclass(frozen=True)
+class _Seam:
+    """Where the finite differences across the seam start (see :func:`_seam`).
+
+    ``lo``/``hi``: the two ends of the segment the seam point may lie on, (J,) each (the
+    measured and the commanded position carried to the observation); None when the seam is
+    not differenced. ``v``/``a``: the commanded velocity and acceleration there.
+    """
+
+    source: str
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    v: np.ndarray | None = None
+    a: np.ndarray | None = None
+
+
+def _seam(qm: np.ndarray | None, commanded: CommandedState | None, joints: Sequence[str],
+          stamp: float, t_first: float) -> _Seam:
+    """The seam the dynamics checks difference across.
+
+    - No measured state, or a first point at the observation time: no seam ('none').
+    - No fresh commanded state at the observation (executor/state late, lost, or not sent
+      by this executor): the seam is NOT differenced ('none'). Checking it from the measured
+      position as if at rest rejects every chunk that continues a running motion (and a
+      tracking lag alone makes the step look fast): a late telemetry topic would fault the
+      rollout. The step is still bounded by ``max_step`` and ``start_deviation`` against the
+      measured position, every step between the chunk's own points is checked, and the
+      executor joins the chunk from its own running setpoint within its velocity and
+      acceleration limits (the spliced trajectory and every setpoint it sends are checked,
+      docs/executor.md), so no step the limits forbid reaches the motors.
+    - A fresh commanded state: history points -3 and -2 follow the commanded velocity and
+      acceleration before the seam point -1; the seam point lies anywhere on the segment
+      from the measured position to the commanded one ('commanded'; just the measured one
+      when the executor did not report positions: 'measured'). The arm is somewhere on that
+      segment (the measured position lags the setpoint by the tracking error), so a chunk
+      is refused only when no point of it makes the seam feasible, per joint.
+    """
+    if qm is None or t_first <= 0.0:
+        return _Seam('none')
+    va = None if commanded is None else commanded.at(joints, stamp)
+    if va is None:
+        return _Seam('none')
+    qc = commanded.position_at(joints, stamp)
+    if qc is None:
+        return _Seam('measured', qm, qm, va[0], va[1])
+    return _Seam('commanded', qm, qc, va[0], va[1])
+
+
+def _series(pos: np.ndarray, times: np.ndarray, seam: _Seam, anchor: np.ndarray | None
+            ) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """(vel, dt, first index, history rows) of the finite-difference velocity chain: the
+    chunk's own steps, preceded by the seam step from ``anchor`` and the two history steps
+    when ``anchor`` is given. ``first index``: chunk index of the point ending row
+    ``history rows`` - 0 ... (row ``k`` ends chunk point ``k - history rows``)."""
+    dts = times[1:] - times[:-1]
+    vel = (pos[1:] - pos[:-1]) / dts[:, None]
+    if anchor is None:
+        return vel, dts, 1, 0
+    h = float(times[0])
+    v_c, a_c = seam.v, seam.a
+    hist = np.stack([anchor - 2.0 * h * v_c + 2.0 * h * h * a_c,
+                     anchor - h * v_c + 0.5 * h * h * a_c])
+    hvel = np.concatenate([(hist[1:] - hist[:-1]) / h, [(anchor - hist[1]) / h],
+                           [(pos[0] - anchor) / h], vel])
+    hdt = np.concatenate([[h, h, h], dts])
+    return hvel, hdt, 0, 3
+
+
+def _derived(vel: np.ndarray, vdt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Finite-difference accelerations and jerks of a velocity chain (see
+    :func:`_jerk_check` for the jerk's definition)."""
+    mid = 0.5 * (vdt[1:] + vdt[:-1])
+    acc = (vel[1:] - vel[:-1]) / mid[:, None]
+    span = (vdt[:-2] + vdt[1:-1] + vdt[2:]) / 3.0
+    jerk = (acc[1:] - acc[:-1]) / span[:, None] if acc.shape[0] >= 2 else acc[:0]
+    return acc, jerk
+
+
+def _seam_anchor(pos: np.ndarray, times: np.ndarray, seam: _Seam, lim: Limits,
+                 config: GateConfig) -> np.ndarray:
+    """Per joint, the seam point on the segment ``seam.lo`` -> ``seam.hi`` that makes the
+    seam's velocity, acceleration and jerk feasible, preferring the commanded end; where no
+    point does, the end with the smaller worst ratio to its limits (its violations are then
+    reported). Every seam quantity is linear in the point's place on the segment, so the
+    feasible places form one interval per joint."""
+    rows = []
+    for end in (seam.lo, seam.hi):
+        vel, vdt, _, hist = _series(pos, times, seam, end)
+        acc, jerk = _derived(vel, vdt)
+        # Only the quantities the checks look at: from the seam step / the first acceleration
+        # after the history on (those before are the executor's own).
+        parts = []
+        if config.enabled('velocity_limit'):
+            parts.append((vel[hist - 1:], np.broadcast_to(lim.velocity, vel[hist - 1:].shape)))
+        if config.enabled('acceleration_limit'):
+            a = acc[hist - 2:]
+            parts.append((a, np.broadcast_to(lim.acceleration, a.shape)))
+        if config.enabled('jerk_limit'):
+            j = jerk[hist - 3:]
+            parts.append((j, np.broadcast_to(lim.jerk, j.shape)))
+        if not parts:
+            return seam.hi
+        rows.append((np.concatenate([q for q, _ in parts]),
+                     np.concatenate([limit for _, limit in parts])))
+    (q0, limit), (q1, _) = rows
+    d = q1 - q0
+    with np.errstate(divide='ignore', invalid='ignore'):
+        a_lo = np.where(d > 0, (-limit - q0) / d, (limit - q0) / d)
+        a_hi = np.where(d > 0, (limit - q0) / d, (-limit - q0) / d)
+    moving = np.abs(d) > 1e-12 * np.maximum(limit, 1.0)
+    lo = np.where(moving, a_lo, -np.inf).max(axis=0)
+    hi = np.where(moving, a_hi, np.inf).min(axis=0)
+    feasible = np.maximum(lo, 0.0) <= np.minimum(hi, 1.0)
+    alpha = np.where(feasible, np.clip(1.0, lo, hi), 0.0)
+    alpha = np.clip(alpha, 0.0, 1.0)
+    worse_at_lo = (np.abs(q0) / limit).max(axis=0) > (np.abs(q1) / limit).max(axis=0)
+    alpha = np.where(feasible, alpha, np.where(worse_at_lo, 1.0, 0.0))
+    return seam.lo + alpha * (seam.hi - seam.lo)
+
+
+def _dynamics_checks(out: _Collector, pos: np.ndarray, times: np.ndarray, seam: _Seam,
+                     lim: Limits, joints: Sequence[str], config: GateConfig,
+                     vel_decl: np.ndarray | None, acc_decl: np.ndarray | None) -> None:
+    """Velocity, acceleration and jerk by finite differences over the chunk's points and,
+    where :func:`_seam` gives one, across the seam; and the declared ones."""
+    anchor = None
+    if seam.lo is not None:
+        anchor = seam.lo if seam.source == 'measured' else \
+            _seam_anchor(pos, times, seam, lim, config)
+    vel, vdt, first, hist = _series(pos, times, seam, anchor)
+    if config.enabled('velocity_limit'):
+        vl = lim.velocity
+        v = vel[max(hist - 1, 0):]
+        voff = 0 if hist else first
+        out.mask('velocity_limit', np.abs(v) > vl, v, vl, joints, voff,
+                 'finite-difference velocity {v:.6g} exceeds {lim:.6g}')
+        if vel_decl is not None:
+            out.mask('velocity_limit', np.abs(vel_decl) > vl, vel_decl, vl, joints, 0,
+                     'declared velocity {v:.6g} exceeds {lim:.6g}')
+    if config.enabled('jerk_limit'):
+        if hist:
+            _jerk_check(out, vel[hist - 3:], vdt[hist - 3:], lim.jerk, joints, -2)
+        elif vel.shape[0] >= 3:
+            _jerk_check(out, vel, vdt, lim.jerk, joints, first)
+    if config.enabled('acceleration_limit'):
+        al = lim.acceleration
+        if vel.shape[0] >= 2:
+            acc, _ = _derived(vel, vdt)
+            a = acc[hist - 2:] if hist else acc
+            aoff = -1 if hist else first
+            out.mask('acceleration_limit', np.abs(a) > al, a, al, joints, aoff,
+                     'finite-difference acceleration {v:.6g} exceeds {lim:.6g}')
+        if acc_decl is not None:
+            out.mask('acceleration_limit', np.abs(acc_decl) > al, acc_decl, al, joints, 0,
+                     'declared acceleration {v:.6g} exceeds {lim:.6g}')
 
 
 def _jerk_check(out: _Collector, vel: np.ndarray, vdt: np.ndarray, limit: np.ndarray,
@@ -719,10 +871,7 @@ def _jerk_check(out: _Collector, vel: np.ndarray, vdt: np.ndarray, limit: np.nda
         vel: (S, J) finite-difference velocities of S consecutive steps; vdt: (S,) their
             durations; voff: chunk index of the point ending step 0.
     """
-    mid = 0.5 * (vdt[1:] + vdt[:-1])
-    acc = (vel[1:] - vel[:-1]) / mid[:, None]
-    span = (vdt[:-2] + vdt[1:-1] + vdt[2:]) / 3.0
-    jerk = (acc[1:] - acc[:-1]) / span[:, None]
+    _, jerk = _derived(vel, vdt)
     out.mask('jerk_limit', np.abs(jerk) > limit, jerk, limit, joints, voff + 1,
              'finite-difference jerk {v:.6g} exceeds {lim:.6g}')
 

@@ -49,9 +49,11 @@ from typing import Any
 from egoroll_ros.errors import ConfigError
 
 ON_REJECT = ('hold', 'skip')
-#: Violations that mean "the gate is not ready", not "the policy asked for something bad":
-#: they reject and stop, but do not latch a fault under ``on_reject='hold'``.
-NOT_READY_CHECKS = frozenset({'robot_model', 'joint_state'})
+#: Violations that mean "the gate is not ready" or "the chunk came too late", not "the
+#: policy asked for something bad": they reject and stop, but do not latch a fault under
+#: ``on_reject='hold'``. A chunk that arrives too old (``chunk_age``, ``chunk_in_past``: a
+#: loaded machine, a late frame) is never executed, and the next fresh one may run.
+NOT_READY_CHECKS = frozenset({'robot_model', 'joint_state', 'chunk_age', 'chunk_in_past'})
 
 
 class Kind(str, Enum):

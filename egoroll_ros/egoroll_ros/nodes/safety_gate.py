@@ -100,6 +100,8 @@ class SafetyGate(Node):
         # The executor's commanded states (executor/state, ~0.6 s at 100 Hz): the history of
         # the acceleration and jerk checks (core.gate.commanded_at_observation).
         self._cmd_history: collections.deque = collections.deque(maxlen=64)
+        self._seam_counts: dict[str, int] = {}
+        self._seam_source = ''
         self.interlock = Interlock(interlock_config_from_params(p))
         self._joy_map = JoyMapping.from_params(p)
         # The Quest toggle, debounced as policy_node debounces it (its edge on time, from a
@@ -201,24 +203,39 @@ class SafetyGate(Node):
             self.get_logger().warning('ignoring malformed executor/state (array sizes '
                                       'differ from joint_names)', once=True)
             return
+        positions = np.asarray(msg.positions, dtype=float) if len(msg.positions) == n \
+            else None
         cs = CommandedState(names=tuple(msg.joint_names),
                             velocities=np.asarray(msg.velocities, dtype=float),
                             accelerations=np.asarray(msg.accelerations, dtype=float),
-                            stamp=time_to_sec(msg.header.stamp), received=time.monotonic())
+                            stamp=time_to_sec(msg.header.stamp), received=time.monotonic(),
+                            positions=positions)
         with self._lock:
             self._cmd_history.append(cs)
 
     def _commanded(self, stamp: float) -> CommandedState | None:
         """The executor's commanded state at the observation ``stamp`` (caller holds the
-        lock), or None (warned once): acceleration and jerk then start from rest."""
-        cs = commanded_at_observation(self._cmd_history, stamp, time.monotonic(),
-                                      self.config.max_joint_state_age)
-        if cs is None:
-            self.get_logger().warning(
-                'no fresh executor/state: chunk acceleration and jerk are checked from the '
-                "measured position as if at rest, not from the executor's running motion",
-                once=True)
-        return cs
+        lock), or None: the seam is then not differenced (core/gate.py ``_seam``)."""
+        return commanded_at_observation(self._cmd_history, stamp, time.monotonic(),
+                                        self.config.max_joint_state_age)
+
+    def _note_seam(self, verdict: Verdict) -> None:
+        """Count and log (on each change) where the seam's finite differences started."""
+        source = verdict.seam_from
+        if not source:
+            return
+        with self._lock:
+            self._seam_counts[source] = self._seam_counts.get(source, 0) + 1
+            changed, self._seam_source = source != self._seam_source, source
+        if not changed:
+            return
+        if source == 'none':
+            self.get_logger().info(
+                'seam not differenced (no fresh executor/state at the observation, or no '
+                'step across it): the first step is bounded by max_step and start_deviation '
+                "against the measured position and by the executor's join limits")
+        else:
+            self.get_logger().info(f"seam checked from the executor's {source} state")
 
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
@@ -332,6 +349,7 @@ class SafetyGate(Node):
         self._decide(msg, chunk, self._validate(chunk))
 
     def _decide(self, msg: ActionChunk, chunk: Chunk | None, verdict: Verdict) -> None:
+        self._note_seam(verdict)
         with self._lock:
             for k, n in verdict.counts().items():
                 self._counts[k] = self._counts.get(k, 0) + n
@@ -563,6 +581,8 @@ class SafetyGate(Node):
                       ('executor_ready', self._client.server_is_ready()),
                       ('executor_state_age', 'never' if not self._cmd_history else
                        f'{time.monotonic() - self._cmd_history[-1].received:.3f}'),
+                      ('seam_checked_from', ','.join(
+                          f'{k}:{n}' for k, n in sorted(self._seam_counts.items()))),
                       ('last_forwarded_sequence', il.last_forwarded),
                       ('last_verdict', self._last_summary)]
             values += list(il.stats.items())

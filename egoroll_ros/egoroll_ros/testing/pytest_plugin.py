@@ -38,20 +38,20 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop('ROS_STATIC_PEERS', None)
     os.environ.setdefault('RCUTILS_COLORIZED_OUTPUT', '0')
     os.environ.setdefault('PYTHONUNBUFFERED', '1')
-    for name in NEVER_RERUN:
-        config.addinivalue_line('markers', f'{name}: never rerun on failure')
+    config.addinivalue_line(
+        'markers', 'infra_rerun(reason): may be rerun (twice) on failure, for the named '
+        'infrastructure reason; refused on race/safety tests and in their modules')
     config.addinivalue_line(
         'markers', 'ros_threads(n): the ros_graph fixture spins on n executor threads (default '
         '1, a SingleThreadedExecutor; more for tests hosting callbacks that block)')
 
 
-#: Reruns of a failed ``integration`` test. These run real node processes over DDS, and on the
-#: 2-core development and CI machines a process of the graph is sometimes descheduled for
-#: longer than a watchdog allows (seen: 0.2-0.5 s); a feature that is broken fails every run.
-#: pytest's summary lists each rerun, so flakiness stays visible. Unit tests are never rerun.
-INTEGRATION_RERUNS = 2
+#: Reruns granted to a test marked ``infra_rerun(reason)``. Nothing else is ever rerun.
+INFRA_RERUNS = 2
 
-#: Markers whose tests are NEVER rerun: a race that fails one run in three must fail the suite.
+#: Markers of tests that check motion, limits, stops or supervision (``safety``) or races
+#: (``race``): NEVER rerun on failure, and no test in a module holding one may be rerun
+#: either, so a timing assumption in the product cannot hide behind a neighbour's rerun.
 NEVER_RERUN = ('race', 'safety')
 
 
@@ -60,20 +60,53 @@ def never_rerun(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(m) is not None for m in NEVER_RERUN)
 
 
+def infra_reason(item: pytest.Item) -> str | None:
+    """The named infrastructure reason of ``item``'s ``infra_rerun`` mark, or None."""
+    mark = item.get_closest_marker('infra_rerun')
+    if mark is None:
+        return None
+    reason = mark.args[0] if mark.args else mark.kwargs.get('reason', '')
+    if not isinstance(reason, str) or not reason.strip():
+        raise pytest.UsageError(f'{item.nodeid}: infra_rerun needs a named infrastructure '
+                                "reason, e.g. infra_rerun('DDS discovery on a loaded box')")
+    return reason.strip()
+
+
+def rerun_refusal(item: pytest.Item, safety_modules: set[str]) -> str | None:
+    """Why ``item`` may not carry a rerun, or None when it may (pure; tested)."""
+    if item.get_closest_marker('flaky') is not None:
+        return ('is marked flaky: nothing is rerun unless marked infra_rerun(reason), and '
+                'never a race/safety test')
+    if item.get_closest_marker('infra_rerun') is None:
+        return None
+    if never_rerun(item):
+        return ('is a race/safety test and marked infra_rerun: race and safety tests are '
+                'never rerun')
+    if item.nodeid.split('::')[0] in safety_modules:
+        return ('is marked infra_rerun in a module that checks motion, limits, stops or '
+                'supervision (it holds race/safety tests): no test there is ever rerun')
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every ``integration`` test flaky (pytest-rerunfailures), when that plugin is there,
-    except race and safety tests: those are refused a rerun even when marked flaky."""
+    """Nothing is rerun on failure, except a test marked ``infra_rerun(reason)`` (a named
+    infrastructure cause), which gets ``INFRA_RERUNS`` reruns. The mark is refused (a usage
+    error, the run stops) on a race or safety test and anywhere in a module that holds one;
+    a bare ``flaky`` mark is refused everywhere."""
+    safety_modules = {item.nodeid.split('::')[0] for item in items if never_rerun(item)}
     for item in items:
-        if never_rerun(item) and item.get_closest_marker('flaky') is not None:
-            raise pytest.UsageError(f'{item.nodeid}: a race/safety test must not be marked '
-                                    'flaky (never rerun on failure)')
-    if not config.pluginmanager.hasplugin('rerunfailures'):
-        return
+        refusal = rerun_refusal(item, safety_modules)
+        if refusal is not None:
+            raise pytest.UsageError(f'{item.nodeid} {refusal}')
+    have_plugin = config.pluginmanager.hasplugin('rerunfailures')
     for item in items:
-        if never_rerun(item):
+        reason = infra_reason(item)
+        if reason is None:
             continue
-        if item.get_closest_marker('integration') and not item.get_closest_marker('flaky'):
-            item.add_marker(pytest.mark.flaky(reruns=INTEGRATION_RERUNS, reruns_delay=1))
+        if not have_plugin:
+            raise pytest.UsageError(f'{item.nodeid}: infra_rerun needs pytest-rerunfailures')
+        item.add_marker(pytest.mark.flaky(reruns=INFRA_RERUNS, reruns_delay=1))
+        item.user_properties.append(('infra_rerun', reason))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -20,7 +20,7 @@ from egoroll_ros.ros.convert import (
     chunk_to_msg,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.safety]
 
 URDF = Path(__file__).resolve().parents[2] / 'urdf' / 'demo_arm.urdf'
 ARM = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',

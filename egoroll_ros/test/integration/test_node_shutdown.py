@@ -16,7 +16,7 @@ import pytest
 
 from egoroll_ros.core.launch_graph import describe
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.safety]
 SHARE = Path(get_package_share_directory('egoroll_ros'))
 
 

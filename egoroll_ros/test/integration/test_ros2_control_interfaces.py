@@ -29,7 +29,7 @@ from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.safety]
 SHARE = Path(get_package_share_directory('egoroll_ros'))
 NS = '/arm1'
 #: Verdicts of a gate that is still starting (then reset), not of a bad chunk.

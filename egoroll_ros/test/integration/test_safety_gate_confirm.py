@@ -27,7 +27,7 @@ from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.safety]
 
 # lift at 0.1 rad/s for 60 points x 0.05 s: tool0 (0.5 m from the lift axis) ends ~0.15 m from
 # the measured pose: beyond the soft limit (0.10 m), within the hard one (0.25 m), every other

@@ -43,7 +43,7 @@ from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import ProcessLauncher, RosGraph, goal_result, wait_until
 from egoroll_ros.testing.pytest_plugin import isolated_domain
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.safety]
 
 ARM = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
        'wrist_pitch', 'wrist_roll', 'gripper']

@@ -21,7 +21,7 @@ from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import sec_to_duration
 from egoroll_ros.testing import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.safety]
 CONFIG = Path(get_package_share_directory('egoroll_ros')) / 'config'
 J = ['a', 'b']
 URDF = '<robot name="t"><link name="base_link"/></robot>'

@@ -31,9 +31,9 @@ from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, time_to_sec
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.testing import run_callback, wait_until
 
-# One executor thread, as the installed trajectory_server spins (execute callbacks are
-# coroutines).
-pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1)]  # the default; explicit
+# One executor thread (the default; explicit), as the installed trajectory_server spins (execute
+# callbacks are coroutines).
+pytestmark = [pytest.mark.integration, pytest.mark.ros_threads(1), pytest.mark.safety]
 
 
 @pytest.fixture(autouse=True, scope='module')

@@ -135,7 +135,6 @@ def reference_check(chunk: Chunk, qm: np.ndarray | None, model: RobotModel,
     if chunk.stamp + times[-1] <= now:
         out.add(('chunk_in_past', '', n - 1))
     seq_q = ([list(qm)] if qm is not None else []) + pts
-    seq_t = ([0.0] if qm is not None else []) + times
     off = 0 if qm is not None else 1
     for i in range(n):
         for j, name in enumerate(joints):
@@ -154,10 +153,10 @@ def reference_check(chunk: Chunk, qm: np.ndarray | None, model: RobotModel,
             if abs(pts[0][j] - qm[j]) > lim.start_deviation[j]:
                 out.add(('start_deviation', name, 0))
     if increasing:
-        if qm is not None and times[0] <= 0:
-            vq, vt, voff = seq_q[1:], seq_t[1:], 0
-        else:
-            vq, vt, voff = seq_q, seq_t, off
+        # Without the executor's commanded state (this reference never has one) the seam,
+        # measured state -> first point, is not differenced: velocities, accelerations and
+        # jerks come from the chunk's own points only (velocity k ends at point k + 1).
+        vq, vt, voff = pts, times, 1
         vel = []
         for k in range(1, len(vq)):
             dt = vt[k] - vt[k - 1]

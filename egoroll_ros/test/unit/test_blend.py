@@ -15,6 +15,8 @@ from egoroll_ros.core.blend import (
 )
 from egoroll_ros.errors import TrajectoryError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 VMAX, AMAX, JMAX = 2.0, 8.0, 400.0
 LIM = MotionLimits(np.full(2, VMAX), np.full(2, AMAX), np.full(2, JMAX))
 DT = 0.002          # sampled like a 500 Hz executor

@@ -22,6 +22,8 @@ from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import JointStateData
 from egoroll_ros.errors import ConfigError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 URDF = Path(__file__).resolve().parents[2] / 'urdf'
 ARM_JOINTS = ('shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
               'wrist_pitch', 'wrist_roll')

@@ -6,6 +6,8 @@ import pytest
 
 from egoroll_ros.core.clock_offset import ClockOffset
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 
 def _reads(*reads):
     it = iter(reads)

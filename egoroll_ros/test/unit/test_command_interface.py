@@ -6,6 +6,8 @@ import pytest
 from egoroll_ros.core.command_interface import command_order
 from egoroll_ros.errors import ConfigError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 JOINTS = ['a', 'b', 'c']
 
 

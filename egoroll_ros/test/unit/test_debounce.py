@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
 
 from egoroll_ros.core.debounce import ButtonDebouncer
+
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
 
 
 def _edges(samples: list[tuple[float, bool]], stable: float = 0.05) -> int:

@@ -8,6 +8,8 @@ from test_executor_core import DT, Rig, _cfg
 from egoroll_ros.core.executor import EXECUTING, HOLDING, STOPPING
 from egoroll_ros.errors import ConfigError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 VMAX, AMAX, JMAX = 2.0, 10.0, 400.0
 BLEND = dict(seam='blend', max_jerk=(JMAX, JMAX), blend_time=0.1, max_blend_time=0.4,
              max_acceleration=(AMAX, AMAX))

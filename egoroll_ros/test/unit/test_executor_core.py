@@ -15,6 +15,8 @@ from egoroll_ros.core.executor import (
 from egoroll_ros.core.types import JointTrajectoryData
 from egoroll_ros.errors import ConfigError, TrajectoryError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 J = ('a', 'b')
 RATE = 100.0
 DT = 1.0 / RATE

@@ -10,6 +10,8 @@ from test_executor_core import DT, Rig
 
 from egoroll_ros.core.executor import EXECUTING, HOLDING
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 
 def _tick_after(rig, k):
     """The time of the k-th tick from now, accumulated as Rig.run does."""

@@ -6,9 +6,12 @@ from gate_testlib import STAMP, arm_config, arm_model, make_chunk, reference_che
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 import numpy as np
+import pytest
 
 from egoroll_ros.core.gate import check
 from egoroll_ros.core.types import JointStateData
+
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
 
 MODEL = arm_model()
 CFG = arm_config(ee_soft_translation=0.08, ee_hard_translation=0.15)

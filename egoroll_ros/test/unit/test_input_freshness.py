@@ -28,6 +28,8 @@ from egoroll_ros.core.observation import (
 from egoroll_ros.core.policy import ImageFeature, PolicyMetadata
 from egoroll_ros.core.types import JointStateData
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 CAM = camera_input('scene')
 MAX = {CAM: 0.2}
 

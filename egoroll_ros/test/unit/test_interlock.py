@@ -18,6 +18,8 @@ from egoroll_ros.core.interlock import (
 )
 from egoroll_ros.errors import ConfigError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 
 def kinds(decisions):
     return [d.kind for d in decisions]
@@ -388,3 +390,15 @@ def test_joy_mapping_refuses_a_toggle_button_that_is_the_estop_or_confirm_button
     assert JoyMapping(toggle_button=5).toggle_down([0, 0, 1]) is None
     assert JoyMapping().toggle_down([1, 1, 1]) is None     # -1: off
     assert JoyMapping(estop_button=-1, toggle_button=-1).toggle_button == -1
+
+
+def test_a_chunk_rejected_only_for_arriving_too_late_pauses_without_a_fault():
+    # The node computes real_rejection from NOT_READY_CHECKS: a loaded machine that delivers
+    # a chunk too late (chunk_age, chunk_in_past) must not fault the rollout.
+    from egoroll_ros.core.interlock import NOT_READY_CHECKS
+    for late in ('chunk_age', 'chunk_in_past'):
+        il = armed()
+        good(il, 1)
+        out = good(il, 2, rejected=True, real_rejection=late not in NOT_READY_CHECKS)
+        assert Kind.LATCH not in kinds(out.decisions) and il.fault is None, late
+        assert good(il, 3).forwarded

@@ -1,9 +1,12 @@
 """The interlock when the executor refuses a goal at the seam (seam blend) and keeps running
 the previous one: that one is again the running goal the watchdog protects."""
 
+import pytest
 from test_interlock import armed, good
 
 from egoroll_ros.core.interlock import Kind
+
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
 
 
 def test_a_goal_refused_at_the_seam_leaves_the_previous_one_running():

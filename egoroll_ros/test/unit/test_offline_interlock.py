@@ -10,6 +10,8 @@ from egoroll_ros.bag.offline_interlock import OfflineInterlock
 from egoroll_ros.core.interlock import InterlockConfig, JoyMapping
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 HELD = [0.0, 0.0, 0.0, 1.0]
 RELEASED = [0.0, 0.0, 0.0, 0.0]
 UP, ESTOP, CONFIRM = [0, 0], [0, 1], [1, 0]

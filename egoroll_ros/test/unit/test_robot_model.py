@@ -14,6 +14,8 @@ import pytest
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.errors import RobotModelError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 ROBOTS = Path(site.getsitepackages()[0]) / 'cmeel.prefix/share/example-robot-data/robots'
 
 

@@ -8,6 +8,8 @@ import pytest
 
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 
 class Clock:
     def __init__(self) -> None:

@@ -2,8 +2,11 @@
 loop are stamped exactly one period apart, also at today's epoch."""
 
 import numpy as np
+import pytest
 
 from egoroll_ros.ros.convert import ns_to_time, sec_to_time, steady_to_ros_ns
+
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
 
 
 def test_ticks_one_period_apart_are_stamped_one_period_apart_to_the_nanosecond():

@@ -14,6 +14,8 @@ from egoroll_ros.core.trajectory import (
 )
 from egoroll_ros.errors import TrajectoryError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 
 def _traj(kind, times, pos, vel=None, acc=None):
     pos = np.asarray(pos, dtype=float).reshape(len(times), -1)

@@ -14,6 +14,8 @@ from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.core.validation import check_structure
 from egoroll_ros.errors import TrajectoryError
 
+pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: never rerun
+
 CONFIG = arm_config()
 J = CONFIG.joints
 N = len(J)

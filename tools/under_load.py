@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Run a command beside CPU hogs: a loaded robot computer (drivers, cameras, a browser).
+
+    tools/under_load.py [--hogs N] [--nice K] -- CMD [ARGS...]
+
+Starts N busy-loop processes (``nice`` K: 0 competes with the command as an equal, 19 yields
+to it), runs CMD, stops the hogs, and exits with CMD's status (a signal -> 128 + signal). The
+hogs are stopped however this ends (CMD fails, SIGINT, SIGTERM), and they die with this process
+(PR_SET_PDEATHSIG) so none is ever left spinning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+
+_HOG = ('import ctypes, os, signal\n'
+        'ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n'  # PR_SET_PDEATHSIG: die with the parent
+        'if os.getppid() == 1: raise SystemExit(0)\n'
+        'while True: pass\n')
+
+
+def start_hogs(count: int, niceness: int) -> list[subprocess.Popen]:
+    """``count`` busy-loop processes at ``niceness``."""
+    hogs = []
+    for _ in range(count):
+        hogs.append(subprocess.Popen(
+            [sys.executable, '-S', '-c', _HOG], stdin=subprocess.DEVNULL,
+            preexec_fn=(lambda: os.nice(niceness)) if niceness else None))
+    return hogs
+
+
+def stop_hogs(hogs: list[subprocess.Popen]) -> None:
+    for hog in hogs:
+        if hog.poll() is None:
+            hog.kill()
+    for hog in hogs:
+        hog.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--hogs', type=int, default=2, help='busy processes (default 2)')
+    parser.add_argument('--nice', type=int, default=0,
+                        help='niceness of the hogs, 0..19 (default 0: equal competitors)')
+    parser.add_argument('command', nargs=argparse.REMAINDER, help='-- CMD [ARGS...]')
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ['--'] else args.command
+    if not command:
+        parser.error('no command given (tools/under_load.py --hogs 2 -- CMD ...)')
+    if args.hogs < 0 or not 0 <= args.nice <= 19:
+        parser.error('--hogs must be >= 0 and --nice within 0..19')
+    print(f'[under_load] {args.hogs} busy process(es) at nice {args.nice} beside: '
+          f'{" ".join(command)}', flush=True)
+    hogs = start_hogs(args.hogs, args.nice)
+    child = None
+
+    def forward(signum: int, _frame: object) -> None:
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        child = subprocess.Popen(command)
+        code = child.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        stop_hogs(hogs)
+    return 128 - code if code < 0 else code
+
+
+if __name__ == '__main__':
+    sys.exit(main())
