@@ -7,21 +7,27 @@ as one line with exit status 2.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 import sys
 import time
 from typing import Any
 
-from egoroll_ros.errors import BagError, EgorollError
+from egoroll_ros.errors import BagError, ConfigError, EgorollError
 
 
 def add_replay_parser(sub: Any) -> argparse.ArgumentParser:
     """Add ``egoroll replay`` to the subparsers ``sub``."""
     p = sub.add_parser(
         'replay', help='publish a recorded rosbag into the live graph',
-        description='Publish a rosbag2 (sqlite3 or mcap) into the live ROS graph with its '
-        'recorded timing, payloads as stored (no decode and re-encode). Ctrl-C stops cleanly '
-        '(exit status 130).')
+        description='Publish a rosbag2 (sqlite3 or mcap) into the ROS graph with its '
+        'recorded timing, payloads as stored (no decode and re-encode). By default only sensor '
+        'topics are played (cameras, IMUs, ...), and a recorded joint_states goes to '
+        '/replay/joint_states; quest/joy, policy/*, safety/*, executor/*, execute_trajectory '
+        'and robot_description are played only when named with --topics. A replay refuses to '
+        'start (and stops, exit status 3) when a safety_gate or trajectory_server is on the '
+        'domain, unless --into-live-graph. Ctrl-C (SIGINT) stops within a second with exit '
+        'status 130, SIGTERM with 143.')
     p.add_argument('bag', type=Path, help='rosbag2 directory (or one .mcap / .db3 file)')
     p.add_argument('--rate', type=float, default=1.0, help='playback speed (default 1.0)')
     p.add_argument('--start', type=float, default=0.0,
@@ -29,9 +35,19 @@ def add_replay_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument('--duration', type=float, default=None, help='seconds of bag time to play')
     p.add_argument('--loop', action='store_true', help='play again and again until Ctrl-C')
     p.add_argument('--topics', nargs='+', default=None, metavar='TOPIC',
-                   help='play only these topics (default: all)')
+                   help='play exactly these topics under their recorded names (default: the '
+                   'sensor topics, joint_states under /replay)')
     p.add_argument('--remap', nargs='+', default=[], metavar='FROM:=TO',
                    help='publish a recorded topic under another name')
+    p.add_argument('--into-live-graph', action='store_true',
+                   help='play even when a safety_gate or trajectory_server is on the domain '
+                   '(a robot graph): only for a graph you know is not driving a robot')
+    p.add_argument('--discovery-time', type=float, default=3.0, metavar='S',
+                   help='seconds to look for a robot graph on the domain before playing '
+                   '(default 3.0: DDS discovery between processes takes up to ~2.2 s)')
+    p.add_argument('--start-paused', action='store_true',
+                   help='start paused; resume with the ~/resume service (std_srvs/Trigger; '
+                   'also ~/pause and ~/toggle_paused)')
     p.add_argument('--clock', type=float, nargs='?', const=100.0, default=0.0, metavar='HZ',
                    help='also publish /clock (rosgraph_msgs/Clock) with the recorded time, '
                    'for nodes with use_sim_time (default 100 Hz when given)')
@@ -236,18 +252,56 @@ def _fast_dds_profile() -> None:
                    'FASTDDS_DEFAULT_PROFILES_FILE'] = str(xml)
 
 
+#: Exit status of a replay refused or stopped because a robot graph is on the domain.
+EXIT_LIVE_GRAPH = 3
+#: Node names (last segment) and topic types that mark a graph driving a robot.
+_ROBOT_NODES = ('safety_gate', 'trajectory_server')
+_ROBOT_TYPES = ('egoroll_interfaces/msg/InterlockHeartbeat',
+                'egoroll_interfaces/action/ExecuteTrajectory_FeedbackMessage')
+
+
+def robot_graph_nodes(node: Any) -> list[str]:
+    """What on ``node``'s domain marks a graph driving a robot: a safety_gate or
+    trajectory_server node (any namespace), or a publisher of the gate's heartbeat or of an
+    ExecuteTrajectory action (whatever its node is called)."""
+    found = [f"{ns.rstrip('/')}/{name}" for name, ns in node.get_node_names_and_namespaces()
+             if name in _ROBOT_NODES]
+    for topic, types in node.get_topic_names_and_types():
+        if any(t in _ROBOT_TYPES for t in types) and node.count_publishers(topic) > 0:
+            found.append(f'a publisher of {topic}')
+    return sorted(set(found))
+
+
 def run_replay(args: argparse.Namespace) -> int:
-    """Run ``egoroll replay``; 0 when every message was published, 130 on Ctrl-C."""
+    """Run ``egoroll replay``; 0 when every message was published, 130 on SIGINT, 143 on
+    SIGTERM, 3 when a robot graph is on the domain (without --into-live-graph)."""
+    import signal
+
     import rclpy
+    from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
+    from std_srvs.srv import Trigger
 
     from egoroll_ros.bag.player import Player
-    from egoroll_ros.bag.replay import ReplayOptions, parse_remaps
+    from egoroll_ros.bag.replay import ReplayOptions, parse_remaps, skipped_topics
 
+    if not (args.discovery_time >= 0.0):
+        raise ConfigError(f'--discovery-time: must be >= 0, got {args.discovery_time}')
     opts = ReplayOptions(rate=args.rate, start=args.start, duration=args.duration,
                          loop=args.loop, topics=tuple(args.topics) if args.topics else None,
                          remap=parse_remaps(args.remap))
     show = args.progress == 'on' or (args.progress == 'auto' and sys.stderr.isatty())
+    # Signals only set a flag (and stop playback): nothing is raised into rclpy, a lock or a
+    # thread join, so every mode (loop, clock, rate, paused, waiting) ends within one slice.
+    got: list[int] = []
+    player_ref: list[Player] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        got.append(signum)
+        if player_ref:
+            player_ref[0].stop()
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     _fast_dds_profile()
     context = rclpy.Context()
     try:
@@ -255,39 +309,131 @@ def run_replay(args: argparse.Namespace) -> int:
         rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
     except ImportError:      # older rclpy: its handler shuts the context down on Ctrl-C
         rclpy.init(context=context)
+        for sig in old:
+            signal.signal(sig, on_signal)
     node = Node('egoroll_replay', context=context)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    finished_cleanly = True
+    stuck_code: list[int] = []
+
+    def spin_for(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not got and time.monotonic() < end:
+            executor.spin_once(timeout_sec=min(0.05, max(0.0, end - time.monotonic())))
+
+    def interrupted() -> int:
+        code = 143 if got[0] == signal.SIGTERM else 130
+        name = 'SIGTERM' if got[0] == signal.SIGTERM else 'Ctrl-C'
+        published = player_ref[0].published if player_ref else 0
+        print(f'\negoroll replay: stopped by {name} after {published} messages',
+              file=sys.stderr, flush=True)
+        return code
+
     try:
         player = Player(node, str(args.bag), opts, clock_rate=args.clock,
                         progress=sys.stderr if show else None)
+        player_ref.append(player)
+        skipped = skipped_topics(player.info, opts)
+        if skipped:
+            print(f"not replayed (they steer the robot half; name them with --topics): "
+                  f"{', '.join(skipped)}", file=sys.stderr, flush=True)
+        if not player.topics:
+            raise ConfigError(f'{args.bag}: nothing to replay: the bag has only topics a '
+                              'replay does not play by default; name them with --topics')
+        moved = [f'{src} -> {dst}' for src, dst in player.topics.items() if src != dst]
+        if moved:
+            print(f"published under other names: {', '.join(moved)}", file=sys.stderr,
+                  flush=True)
+
+        def live_graph() -> list[str]:
+            return [] if args.into_live_graph else robot_graph_nodes(node)
+
+        if not args.into_live_graph:
+            spin_for(args.discovery_time)
+            if got:
+                return interrupted()
+            robots = live_graph()
+            if robots:
+                print(f"egoroll replay: refused: a robot graph is on this domain "
+                      f"({', '.join(robots)}); a replay must not feed a robot. Use another "
+                      'ROS_DOMAIN_ID, or --into-live-graph for a graph you know is not driving '
+                      'a robot', file=sys.stderr, flush=True)
+                return EXIT_LIVE_GRAPH
+
+        def service(action: Any, word: str) -> Any:
+            def handle(_req: Any, resp: Any) -> Any:
+                action()
+                resp.success, resp.message = True, f'{word}: paused={player.paused}'
+                print(f'egoroll replay: {word}', file=sys.stderr, flush=True)
+                return resp
+            return handle
+
+        node.create_service(Trigger, '~/pause', service(player.pause, 'paused'))
+        node.create_service(Trigger, '~/resume', service(player.resume, 'resumed'))
+        node.create_service(Trigger, '~/toggle_paused', service(
+            lambda: player.resume() if player.paused else player.pause(), 'toggled'))
+        if args.start_paused:
+            player.pause()
         win = (player.schedule.stop_ns - player.schedule.start_ns) * 1e-9
         print(f'replaying {args.bag} ({player.info.storage}): {len(player.topics)} topics, '
               f'{win:.2f} s of bag time at x{opts.rate:g}'
-              + (', looping' if opts.loop else '') + (', /clock' if args.clock else ''),
+              + (', looping' if opts.loop else '') + (', /clock' if args.clock else '')
+              + (', paused (call ~/resume)' if args.start_paused else ''),
               file=sys.stderr, flush=True)
-        try:
-            if args.wait_for_subscribers > 0:
-                lonely = player.wait_for_subscribers(args.wait_for_subscribers)
-                if lonely:
-                    print(f"no subscriber yet on {', '.join(lonely)}; playing anyway",
+        if args.wait_for_subscribers > 0:
+            deadline = time.monotonic() + args.wait_for_subscribers
+            while not got and time.monotonic() < deadline:
+                if not player.wait_for_subscribers(0.0):
+                    break
+                spin_for(0.05)
+            lonely = player.wait_for_subscribers(0.0)
+            if lonely and not got:
+                print(f"no subscriber yet on {', '.join(lonely)}; playing anyway",
+                      file=sys.stderr, flush=True)
+        if got:
+            return interrupted()
+        player.start()
+        next_look = time.monotonic() + 0.25
+        while not player.join(0.0):
+            spin_for(0.05)
+            if got:
+                player.stop()
+                finished_cleanly = player.join(0.8)
+                stuck_code.append(interrupted())
+                return stuck_code[-1]
+            if time.monotonic() >= next_look:
+                next_look = time.monotonic() + 0.25
+                robots = live_graph()
+                if robots:
+                    player.stop()
+                    finished_cleanly = player.join(0.8)
+                    print(f"\negoroll replay: stopped: a robot graph appeared on this domain "
+                          f"({', '.join(robots)}) after {player.published} messages",
                           file=sys.stderr, flush=True)
-            player.start()
-            while not player.join(0.1):
-                pass
-        except KeyboardInterrupt:
-            player.stop()
-            player.join(5.0)
-            print(f'\negoroll replay: stopped by Ctrl-C after {player.published} messages',
-                  file=sys.stderr, flush=True)
-            return 130
+                    stuck_code.append(EXIT_LIVE_GRAPH)
+                    return EXIT_LIVE_GRAPH
         if player.error is not None:
             if isinstance(player.error, EgorollError):
                 raise player.error
             raise BagError(f'playback failed: {type(player.error).__name__}: {player.error}')
+        if got:
+            return interrupted()
         print(f'published {player.published} messages '
               f"({', '.join(f'{t} {n}' for t, n in player.published_by_topic.items())}); "
               f'latest publish {player.late_max * 1e3:.1f} ms after its due time',
               file=sys.stderr, flush=True)
         return 0
     finally:
-        node.destroy_node()
-        context.try_shutdown()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        if finished_cleanly:
+            executor.shutdown(timeout_sec=0.5)
+            node.destroy_node()
+            context.try_shutdown()
+        else:
+            # The playback thread is stuck in a native publish: leave now (the OS closes the
+            # DDS participant; tearing it down under a publishing thread could crash).
+            sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(stuck_code[-1] if stuck_code else 130)

@@ -87,6 +87,9 @@ class Player:
         self.late_max = 0.0          # worst lateness of a publish (s)
         self.error: BaseException | None = None
         self._stop = threading.Event()
+        self._paused = threading.Event()
+        self._paused_total = 0.0     # s of wall time spent paused (shifts every deadline)
+        self._wall0 = 0.0
         self._thread = threading.Thread(target=self._run, name='egoroll-replay', daemon=True)
         self._last_bar = 0.0
 
@@ -118,25 +121,54 @@ class Player:
         """Whether :meth:`stop` was called."""
         return self._stop.is_set()
 
+    def pause(self) -> None:
+        """Hold playback where it is (``/clock`` keeps repeating the paused time)."""
+        self._paused.set()
+
+    def resume(self) -> None:
+        """Continue after :meth:`pause`, with the remaining spacing kept."""
+        self._paused.clear()
+
+    @property
+    def paused(self) -> bool:
+        """Whether playback is paused."""
+        return self._paused.is_set()
+
     # ---------------------------------------------------------------- playback
-    def _sleep_until(self, deadline: float, wall0: float, iteration: int) -> bool:
-        """Sleep until ``deadline`` (monotonic), publishing /clock ticks and the progress bar
-        on the way; False when stopped."""
+    def _elapsed(self, now: float) -> float:
+        """Playback time at ``now``: wall time since the start, less the time paused."""
+        return now - self._wall0 - self._paused_total
+
+    def _sleep_until(self, offset: float, iteration: int) -> tuple[bool, float]:
+        """Sleep until playback time ``offset``, publishing /clock ticks and the progress bar
+        on the way and standing still while paused; (False, _) when stopped, else (True, the
+        wall-clock deadline it woke for)."""
+        paused_at = None
         while True:
             now = time.monotonic()
+            if self._paused.is_set():
+                if paused_at is None:
+                    paused_at = now
+            elif paused_at is not None:
+                self._paused_total += now - paused_at
+                paused_at = None
+            elapsed = self._elapsed(now) if paused_at is None else \
+                self._elapsed(paused_at)
             if self._clock_pub is not None and now >= self._next_tick:
-                self._publish_clock(now - wall0, iteration)
+                self._publish_clock(elapsed, iteration)
                 self._next_tick += 1.0 / self.clock_rate
                 if self._next_tick < now:
                     self._next_tick = now + 1.0 / self.clock_rate
             if self.progress is not None and now - self._last_bar >= 0.25:
-                self._bar(now - wall0, iteration)
-            if now >= deadline:
-                return not self._stop.is_set()
-            wake = min(deadline, self._next_tick if self._clock_pub is not None else deadline,
-                       now + _SLICE)
+                self._bar(elapsed, iteration)
+            deadline = self._wall0 + self._paused_total + offset
+            if paused_at is None and now >= deadline:
+                return not self._stop.is_set(), deadline
+            wake = now + _SLICE if paused_at is not None else min(deadline, now + _SLICE)
+            if self._clock_pub is not None:
+                wake = min(wake, self._next_tick)
             if self._stop.wait(max(0.0, wake - now)):
-                return False
+                return False, deadline
 
     def _publish_clock(self, offset: float, iteration: int) -> None:
         t = min(self.schedule.bag_time(offset, iteration), self.schedule.stop_ns)
@@ -160,27 +192,26 @@ class Player:
 
     def _flush(self, timeout: float = 5.0) -> None:
         """Wait until reliable subscribers acknowledged everything (the process may exit
-        right after the last publish, which would otherwise drop the tail)."""
+        right after the last publish, which would otherwise drop the tail). Waits in slices
+        of ``_SLICE``: the wait is native code, so a stop is seen within one slice."""
         from rclpy.duration import Duration
         deadline = time.monotonic() + timeout
-        for pub in self.publishers.values():
-            left = deadline - time.monotonic()
-            if left <= 0 or self._stop.is_set():
-                return
-            wait = getattr(pub, 'wait_for_all_acked', None)
-            if wait is not None:
-                wait(Duration(nanoseconds=int(left * 1e9)))
+        pending = [p for p in self.publishers.values() if hasattr(p, 'wait_for_all_acked')]
+        while pending and time.monotonic() < deadline and not self._stop.is_set():
+            slice_ = Duration(nanoseconds=int(_SLICE * 1e9))
+            pending = [p for p in pending if not p.wait_for_all_acked(slice_)]
 
     def _run(self) -> None:
         try:
             with BagReader(self.bag) as reader:
-                wall0 = time.monotonic()
-                self._next_tick = wall0
+                self._wall0 = time.monotonic()
+                self._next_tick = self._wall0
                 lo, hi = self.schedule.window
                 for iteration in itertools.count():
                     for topic, _, t_ns, raw in reader.messages(self.topics, lo, hi + 1):
-                        deadline = wall0 + self.schedule.offset(t_ns, iteration)
-                        if not self._sleep_until(deadline, wall0, iteration):
+                        go, deadline = self._sleep_until(self.schedule.offset(t_ns, iteration),
+                                                         iteration)
+                        if not go:
                             return
                         dst = self.topics[topic]
                         self.publishers[dst].publish(bytes(raw))

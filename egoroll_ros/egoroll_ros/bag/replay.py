@@ -73,20 +73,63 @@ def parse_remaps(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+#: Message types replayed by default: what sensors publish. Everything else (quest/joy, whose
+#: type is sensor_msgs/Joy but which carries the deadman, e-stop and confirm buttons; policy
+#: chunks; gate and executor topics; the latched robot_description) is played only when named
+#: with ``--topics``: a replay must never command a robot by itself.
+SENSOR_TYPES = frozenset(f'sensor_msgs/msg/{t}' for t in (
+    'Image', 'CompressedImage', 'CameraInfo', 'JointState', 'Imu', 'PointCloud2', 'LaserScan',
+    'Range', 'Temperature', 'MagneticField', 'FluidPressure', 'NavSatFix'))
+#: Name segments of topics that steer the robot half, whatever their type.
+CONTROL_SEGMENTS = frozenset({'quest', 'policy', 'safety', 'executor', 'execute_trajectory',
+                              'robot_description', 'clock'})
+#: Where a recorded ``joint_states`` is published unless named or remapped: the live
+#: ``joint_states`` is what the gate and executor take as the measured arm.
+REPLAY_PREFIX = '/replay'
+
+
+def is_sensor_topic(topic: str, msgtype: str) -> bool:
+    """Whether ``topic`` of ``msgtype`` is replayed by default (a sensor, not a command)."""
+    segments = set(topic.strip('/').split('/'))
+    return msgtype in SENSOR_TYPES and not segments & CONTROL_SEGMENTS
+
+
+def skipped_topics(info: BagInfo, opts: ReplayOptions) -> list[str]:
+    """The recorded topics not played by default (control topics), when ``--topics`` is not
+    given; empty otherwise."""
+    if opts.topics is not None:
+        return []
+    return sorted(t for t, ti in info.topics.items() if not is_sensor_topic(t, ti.msgtype))
+
+
 def topic_map(info: BagInfo, opts: ReplayOptions) -> dict[str, str]:
     """Recorded topic -> published topic, for every topic that is played.
+
+    Without ``--topics`` only sensor topics (:func:`is_sensor_topic`) are played, and a
+    recorded ``joint_states`` is published under :data:`REPLAY_PREFIX` unless ``--remap``
+    names it; a topic named with ``--topics`` is played under its name (or its remap).
 
     Raises:
         BagError: a ``--topics`` or ``--remap`` name the bag does not have (listing what it
             has), or two topics remapped onto one name.
     """
-    wanted = list(info.topics) if opts.topics is None else [absolute(t) for t in opts.topics]
+    named = opts.topics is not None
+    wanted = [t for t, ti in info.topics.items() if is_sensor_topic(t, ti.msgtype)] \
+        if not named else [absolute(t) for t in opts.topics]
     missing = [t for t in wanted if t not in info.topics]
     missing += [t for t in opts.remap if t not in info.topics]
     if missing:
         raise BagError(f"{info.path}: no topic {', '.join(sorted(set(missing)))} in the bag. "
                        f'The bag has: {info.describe_topics()}')
-    out = {t: opts.remap.get(t, t) for t in sorted(wanted)}
+
+    def target(t: str) -> str:
+        if t in opts.remap:
+            return opts.remap[t]
+        if not named and t.rsplit('/', 1)[-1] == 'joint_states':
+            return REPLAY_PREFIX + t
+        return t
+
+    out = {t: target(t) for t in sorted(wanted)}
     seen: dict[str, str] = {}
     for src, dst in out.items():
         if dst in seen and info.topics[src].msgtype != info.topics[seen[dst]].msgtype:

@@ -69,4 +69,21 @@ def test_topics_and_remaps():
                                        r'/camera/scene/image_raw'):
         topic_map(info(), ReplayOptions(topics=('/quest/joy',)))
     with pytest.raises(BagError, match='different types'):
-        topic_map(info(), ReplayOptions(remap={'/camera/scene/image_raw': '/joint_states'}))
+        topic_map(info(), ReplayOptions(remap={'/camera/scene/image_raw':
+                                               '/replay/joint_states'}))
+    # By default the recorded joint_states is published away from the live name.
+    assert topic_map(info(), ReplayOptions())['/joint_states'] == '/replay/joint_states'
+
+
+def test_only_sensor_topics_are_replayed_by_default():
+    from egoroll_ros.bag.replay import is_sensor_topic
+    assert is_sensor_topic('/camera/wrist/image_raw', 'sensor_msgs/msg/Image')
+    assert is_sensor_topic('/arm1/joint_states', 'sensor_msgs/msg/JointState')
+    for topic, msgtype in (('/quest/joy', 'sensor_msgs/msg/Joy'),
+                           ('/policy/chunk', 'egoroll_interfaces/msg/ActionChunk'),
+                           ('/executor/commanded', 'sensor_msgs/msg/JointState'),
+                           ('/safety/verdict', 'egoroll_interfaces/msg/GateVerdict'),
+                           ('/robot_description', 'std_msgs/msg/String'),
+                           ('/arm1/quest/image', 'sensor_msgs/msg/Image'),
+                           ('/clock', 'rosgraph_msgs/msg/Clock')):
+        assert not is_sensor_topic(topic, msgtype), topic
