@@ -3,7 +3,8 @@
 # same step as `make setup`: seconds when nothing did), so a run never tests a stale install.
 # No arguments: lint, the managed runtimes, every unit and integration test, then every `safety`
 # and `race` test a second time beside EGOROLL_LOAD_HOGS (default 2) busy processes at nice
-# EGOROLL_LOAD_NICE (default 0): a loaded robot computer, where a timing assumption shows; then
+# EGOROLL_LOAD_NICE (default 10: background work on a robot computer; 0 starves every node of a
+# 2-core box to a third of a core) where a timing assumption shows; then
 # the robot half's tests in the Jazzy-like and Humble-like environments (tools/test_distros.py). Arguments go
 # to pytest and run that subset against the freshly installed packages, e.g.
 #   tools/run_tests.sh egoroll_ros/test/unit -k sampling     (or: make test ARGS="-k gate")
@@ -30,9 +31,9 @@ echo "== pytest =="
 # any test in their modules): see egoroll_ros.testing.pytest_plugin.
 if [ "$full" = 1 ]; then
   tools/in_env.sh pytest -p no:cacheprovider --durations=25 "$@"
-  echo "== safety and race tests again, under load (${EGOROLL_LOAD_HOGS:-2} busy processes, nice ${EGOROLL_LOAD_NICE:-0}) =="
+  echo "== safety and race tests again, under load (${EGOROLL_LOAD_HOGS:-2} busy processes, nice ${EGOROLL_LOAD_NICE:-10}) =="
   tools/in_env.sh python tools/under_load.py --hogs "${EGOROLL_LOAD_HOGS:-2}" \
-    --nice "${EGOROLL_LOAD_NICE:-0}" -- pytest -p no:cacheprovider --durations=15 \
+    --nice "${EGOROLL_LOAD_NICE:-10}" -- pytest -p no:cacheprovider --durations=15 \
     -m 'safety or race' "$@"
 else
   tools/in_env.sh pytest -p no:cacheprovider "$@"

@@ -33,7 +33,6 @@ import numpy as np
 from egoroll_ros.core.frames import quat_to_matrix
 from egoroll_ros.core.gate import (
     WHOLE_CHUNK,
-    CommandedState,
     GateConfig,
     Verdict,
     _Collector,
@@ -228,8 +227,7 @@ class CartesianOutcome:
 def check_cartesian(chunk: CartesianChunk, measured_state: JointStateData | None,
                     robot_model: RobotModel | None, config: GateConfig,
                     cconfig: CartesianConfig, now: float,
-                    steady_now: float | None = None,
-                    commanded: CommandedState | None = None) -> CartesianOutcome:
+                    steady_now: float | None = None) -> CartesianOutcome:
     """Validate a Cartesian chunk: Cartesian checks, IK, then every joint-space check.
 
     Args:
@@ -238,7 +236,7 @@ def check_cartesian(chunk: CartesianChunk, measured_state: JointStateData | None
         robot_model: the robot model (None: rejected with ``robot_model``).
         config: the gate's (joint-space and end-effector) configuration.
         cconfig: arms and IK parameters.
-        now, steady_now, commanded: as for :func:`egoroll_ros.core.gate.check`.
+        now, steady_now: as for :func:`egoroll_ros.core.gate.check`.
 
     Returns:
         The outcome; its verdict's ``check_duration`` covers all stages.
@@ -250,7 +248,7 @@ def check_cartesian(chunk: CartesianChunk, measured_state: JointStateData | None
     result = CartesianOutcome(verdict)
     try:
         _check(chunk, measured_state, robot_model, config, cconfig, now, steady_now, out,
-               result, commanded)
+               result)
     finally:
         result.verdict.check_duration = time.perf_counter() - t0
     return result
@@ -328,7 +326,7 @@ def _structure(chunk: CartesianChunk, robot_model: RobotModel, config: GateConfi
 def _check(chunk: CartesianChunk, measured_state: JointStateData | None,
            robot_model: RobotModel | None, config: GateConfig, cconfig: CartesianConfig,
            now: float, steady_now: float | None, out: _Collector,
-           result: CartesianOutcome, commanded: CommandedState | None = None) -> None:
+           result: CartesianOutcome) -> None:
     verdict = result.verdict
     if robot_model is None:
         out.one('robot_model', '', WHOLE_CHUNK, math.nan, math.nan,
@@ -396,7 +394,7 @@ def _check(chunk: CartesianChunk, measured_state: JointStateData | None,
                         trajectory=traj, shadow=chunk.shadow,
                         inference_latency=chunk.inference_latency)
     result.ik_chunk = joint_chunk
-    jv = check(joint_chunk, measured_state, robot_model, config, now, steady_now, commanded)
+    jv = check(joint_chunk, measured_state, robot_model, config, now, steady_now)
     cart_soft = list(out.items)
     out.items.extend(jv.violations)
     if jv.rejected or not cart_soft:

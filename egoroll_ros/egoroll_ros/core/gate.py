@@ -14,17 +14,14 @@ Rules worth knowing (see ``docs/safety_gate.md``):
   measured state.
 - The measured state is point "-1" of the chunk at ``time_from_start = 0`` (the observation
   time): ``max_step``, ``start_deviation``, the end-effector jump checks and the soft/hard
-  translation limits include the step from it to the first point; velocity and acceleration
-  include it when the first point's time is > 0.
-- The executor's commanded state (``executor/state``: setpoint, velocity and acceleration of
-  the motion it follows, :class:`CommandedState`), when fresh and within
-  ``MAX_COMMANDED_GAP`` of the observation, gives the finite differences their history: points
-  "-2" and "-3", one first-point spacing apart before the seam point, follow the commanded
-  velocity and acceleration, so acceleration and jerk are checked across the seam from the
-  running motion, not from rest. The seam point lies on the segment from the measured to the
-  commanded position (the arm lags its setpoint by the tracking error). Without a fresh
-  commanded state the seam is not differenced at all (:func:`_seam` says why that is safe):
-  a late telemetry topic never rejects a chunk.
+  translation limits include the step from it to the first point.
+- Velocity, acceleration and jerk are finite differences over the chunk's OWN points: the
+  seam (the step from the running motion into the chunk) is not differenced here. The gate
+  sees the arm at the observation, the executor joins the chunk later from the motion it is
+  actually running, and only the executor knows that motion at that time; it joins within
+  its velocity, acceleration and jerk limits or refuses the join (docs/executor.md), so no
+  step the limits forbid reaches the motors. A seam judged from a guessed running state
+  rejected chunks whenever inference, transport or a takeover shifted the timing (issue 22).
 
 No rclpy import.
 """
@@ -46,84 +43,6 @@ from egoroll_ros.errors import ConfigError, RobotModelError
 
 WHOLE_CHUNK = -1
 
-
-@dataclass(frozen=True)
-class CommandedState:
-    """What the executor commands at one tick (``executor/state``).
-
-    Attributes:
-        names: joint names; velocities, accelerations: shape (J,) in that order.
-        stamp: ROS-clock time of the tick (s); received: steady-clock receipt time (s).
-    """
-
-    names: tuple[str, ...]
-    velocities: np.ndarray
-    accelerations: np.ndarray
-    stamp: float = 0.0
-    received: float = 0.0
-    #: The setpoint sent at the tick, (J,) in ``names`` order; None when not reported.
-    positions: np.ndarray | None = None
-
-    def position_at(self, joints: Sequence[str], t: float) -> np.ndarray | None:
-        """The commanded position in ``joints`` order carried to ROS time ``t`` at constant
-        acceleration; None when positions were not reported, a joint is missing or a value
-        is not finite."""
-        if self.positions is None:
-            return None
-        index = {n: i for i, n in enumerate(self.names)}
-        if any(j not in index for j in joints) or len(self.positions) != len(self.names):
-            return None
-        cols = [index[j] for j in joints]
-        va = self.at(joints, t)
-        if va is None:
-            return None
-        dt = t - self.stamp
-        q = np.asarray(self.positions, float)[cols]
-        v0 = np.asarray(self.velocities, float)[cols]
-        out = q + v0 * dt + 0.5 * va[1] * dt * dt
-        return out if np.all(np.isfinite(out)) else None
-
-    def at(self, joints: Sequence[str], t: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """(velocity, acceleration) in ``joints`` order carried to ROS time ``t`` at constant
-        acceleration; None when a joint is missing or a value is not finite."""
-        index = {n: i for i, n in enumerate(self.names)}
-        if any(j not in index for j in joints):
-            return None
-        cols = [index[j] for j in joints]
-        v = np.asarray(self.velocities, float)[cols]
-        a = np.asarray(self.accelerations, float)[cols]
-        if not (np.all(np.isfinite(v)) and np.all(np.isfinite(a)) and math.isfinite(t)):
-            return None
-        return v + a * (t - self.stamp), a
-
-
-#: s: the most a commanded state's tick may lie from the chunk's observation stamp for the
-#: seam to be checked from it (five ticks of the shipped 100 Hz executor/state). Farther, the
-#: executor's motion at the observation is not known and the seam is left to the executor.
-MAX_COMMANDED_GAP = 0.05
-
-
-def commanded_at_observation(history: Sequence[CommandedState], stamp: float,
-                             steady_now: float | None, max_age: float,
-                             max_gap: float = MAX_COMMANDED_GAP) -> CommandedState | None:
-    """The executor's commanded state at the chunk's observation: the newest of ``history``
-    (oldest first) stamped at or before ``stamp`` (else the oldest), or None when the history
-    is empty, its newest entry was received more than ``max_age`` s before ``steady_now``
-    (the executor's report is stale), or the chosen tick lies more than ``max_gap`` s from
-    ``stamp`` (carrying it that far would be a guess). None: the gate checks the seam from
-    nothing (see :func:`check`)."""
-    if not history:
-        return None
-    if steady_now is not None and steady_now - history[-1].received > max_age:
-        return None
-    chosen = history[0]
-    for cs in reversed(history):
-        if cs.stamp <= stamp:
-            chosen = cs
-            break
-    if not abs(stamp - chosen.stamp) <= max_gap:
-        return None
-    return chosen
 
 #: Checks run on every chunk by :func:`check` that a configuration may turn off.
 OPTIONAL_CHECKS = (
@@ -180,13 +99,6 @@ class Verdict:
     #: it ('cartesian', 'ik', 'joint'; the node may say 'node' for deadman/e-stop/...), for an
     #: acceptance the last stage run ('joint'). See core/cartesian.py.
     stage: str = 'joint'
-    #: Where the finite differences across the seam (the step from the observation to the
-    #: chunk's first point) started: 'commanded' (the executor's running state, anywhere on
-    #: the segment from the measured to the commanded position), 'measured' (no commanded
-    #: position reported), 'none' (the seam was not differenced: no measured state, a first
-    #: point at the observation time, or no fresh commanded state; see :func:`check`), or ''
-    #: when the joint checks did not get that far.
-    seam_from: str = ''
 
     @property
     def accepted(self) -> bool:
@@ -528,8 +440,7 @@ class _Collector:
 
 def check(chunk: Chunk, measured_state: JointStateData | None,
           robot_model: RobotModel | None, config: GateConfig, now: float,
-          steady_now: float | None = None,
-          commanded: CommandedState | None = None) -> Verdict:
+          steady_now: float | None = None) -> Verdict:
     """Validate ``chunk`` and report every violation.
 
     Args:
@@ -541,10 +452,6 @@ def check(chunk: Chunk, measured_state: JointStateData | None,
         now: ROS-clock time of arrival in seconds (for ``chunk_age`` / ``chunk_in_past``).
         steady_now: ``time.monotonic()`` at arrival; when given, a measured state received
             more than ``max_joint_state_age`` earlier is stale.
-        commanded: the executor's commanded state at the observation
-            (:func:`commanded_at_observation`), or None: velocity, acceleration and jerk are
-            then checked from the measured position alone, as if the arm were at rest.
-
     Returns:
         The verdict; ``check_duration`` is filled in.
     """
@@ -552,8 +459,7 @@ def check(chunk: Chunk, measured_state: JointStateData | None,
     out = _Collector()
     verdict = Verdict(violations=out.items, ee_frames=config.ee_frames)
     try:
-        _check(chunk, measured_state, robot_model, config, now, steady_now, out, verdict,
-               commanded)
+        _check(chunk, measured_state, robot_model, config, now, steady_now, out, verdict)
     finally:
         verdict.check_duration = time.perf_counter() - t0
     return verdict
@@ -588,8 +494,7 @@ def _measured(measured_state: JointStateData | None, config: GateConfig,
 
 def _check(chunk: Chunk, measured_state: JointStateData | None,
            robot_model: RobotModel | None, config: GateConfig, now: float,
-           steady_now: float | None, out: _Collector, verdict: Verdict,
-           commanded: CommandedState | None = None) -> None:
+           steady_now: float | None, out: _Collector, verdict: Verdict) -> None:
     if robot_model is None:
         out.one('robot_model', '', WHOLE_CHUNK, math.nan, math.nan,
                 'robot_model: no valid robot model (robot_description / urdf_path)')
@@ -690,9 +595,7 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
         out.mask('start_deviation', np.abs(dev) > sd, dev, sd, joints, 0,
                  '{v:.6g} from the measured position (max {lim:.6g})')
     if increasing:
-        seam = _seam(qm, commanded, joints, chunk.stamp, t_first)
-        verdict.seam_from = seam.source
-        _dynamics_checks(out, pos, times, seam, lim, joints, config, vel_decl, acc_decl)
+        _dynamics_checks(out, pos, times, lim, joints, config, vel_decl, acc_decl)
 
     # --- end effectors ---------------------------------------------------------------------
     if lim.fk is None:
@@ -703,72 +606,32 @@ def _check(chunk: Chunk, measured_state: JointStateData | None,
     _ee_path_checks(out, trans, rots, config.ee_frames, config, qm is not None)
 
 
-@dataclass(frozen=True)
-class _Seam:
-    """Where the finite differences across the seam start (see :func:`_seam`).
-
-    ``lo``/``hi``: the two ends of the segment the seam point may lie on, (J,) each (the
-    measured and the commanded position carried to the observation); None when the seam is
-    not differenced. ``v``/``a``: the commanded velocity and acceleration there.
-    """
-
-    source: str
-    lo: np.ndarray | None = None
-    hi: np.ndarray | None = None
-    v: np.ndarray | None = None
-    a: np.ndarray | None = None
-
-
-def _seam(qm: np.ndarray | None, commanded: CommandedState | None, joints: Sequence[str],
-          stamp: float, t_first: float) -> _Seam:
-    """The seam the dynamics checks difference across.
-
-    - No measured state, or a first point at the observation time: no seam ('none').
-    - No fresh commanded state at the observation (executor/state late, lost, or not sent
-      by this executor): the seam is NOT differenced ('none'). Checking it from the measured
-      position as if at rest rejects every chunk that continues a running motion (and a
-      tracking lag alone makes the step look fast): a late telemetry topic would fault the
-      rollout. The step is still bounded by ``max_step`` and ``start_deviation`` against the
-      measured position, every step between the chunk's own points is checked, and the
-      executor joins the chunk from its own running setpoint within its velocity and
-      acceleration limits (the spliced trajectory and every setpoint it sends are checked,
-      docs/executor.md), so no step the limits forbid reaches the motors.
-    - A fresh commanded state: history points -3 and -2 follow the commanded velocity and
-      acceleration before the seam point -1; the seam point lies anywhere on the segment
-      from the measured position to the commanded one ('commanded'; just the measured one
-      when the executor did not report positions: 'measured'). The arm is somewhere on that
-      segment (the measured position lags the setpoint by the tracking error), so a chunk
-      is refused only when no point of it makes the seam feasible, per joint.
-    """
-    if qm is None or t_first <= 0.0:
-        return _Seam('none')
-    va = None if commanded is None else commanded.at(joints, stamp)
-    if va is None:
-        return _Seam('none')
-    qc = commanded.position_at(joints, stamp)
-    if qc is None:
-        return _Seam('measured', qm, qm, va[0], va[1])
-    return _Seam('commanded', qm, qc, va[0], va[1])
-
-
-def _series(pos: np.ndarray, times: np.ndarray, seam: _Seam, anchor: np.ndarray | None
-            ) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """(vel, dt, first index, history rows) of the finite-difference velocity chain: the
-    chunk's own steps, preceded by the seam step from ``anchor`` and the two history steps
-    when ``anchor`` is given. ``first index``: chunk index of the point ending row
-    ``history rows`` - 0 ... (row ``k`` ends chunk point ``k - history rows``)."""
+def _dynamics_checks(out: _Collector, pos: np.ndarray, times: np.ndarray, lim: Limits,
+                     joints: Sequence[str], config: GateConfig,
+                     vel_decl: np.ndarray | None, acc_decl: np.ndarray | None) -> None:
+    """Velocity, acceleration and jerk by finite differences over the chunk's own points (the
+    seam is the executor's: see the module docstring), and the declared ones. A velocity
+    violation names the point ending its step (1 ...)."""
     dts = times[1:] - times[:-1]
     vel = (pos[1:] - pos[:-1]) / dts[:, None]
-    if anchor is None:
-        return vel, dts, 1, 0
-    h = float(times[0])
-    v_c, a_c = seam.v, seam.a
-    hist = np.stack([anchor - 2.0 * h * v_c + 2.0 * h * h * a_c,
-                     anchor - h * v_c + 0.5 * h * h * a_c])
-    hvel = np.concatenate([(hist[1:] - hist[:-1]) / h, [(anchor - hist[1]) / h],
-                           [(pos[0] - anchor) / h], vel])
-    hdt = np.concatenate([[h, h, h], dts])
-    return hvel, hdt, 0, 3
+    if config.enabled('velocity_limit'):
+        vl = lim.velocity
+        out.mask('velocity_limit', np.abs(vel) > vl, vel, vl, joints, 1,
+                 'finite-difference velocity {v:.6g} exceeds {lim:.6g}')
+        if vel_decl is not None:
+            out.mask('velocity_limit', np.abs(vel_decl) > vl, vel_decl, vl, joints, 0,
+                     'declared velocity {v:.6g} exceeds {lim:.6g}')
+    if config.enabled('jerk_limit') and vel.shape[0] >= 3:
+        _jerk_check(out, vel, dts, lim.jerk, joints, 1)
+    if config.enabled('acceleration_limit'):
+        al = lim.acceleration
+        if vel.shape[0] >= 2:
+            acc, _ = _derived(vel, dts)
+            out.mask('acceleration_limit', np.abs(acc) > al, acc, al, joints, 1,
+                     'finite-difference acceleration {v:.6g} exceeds {lim:.6g}')
+        if acc_decl is not None:
+            out.mask('acceleration_limit', np.abs(acc_decl) > al, acc_decl, al, joints, 0,
+                     'declared acceleration {v:.6g} exceeds {lim:.6g}')
 
 
 def _derived(vel: np.ndarray, vdt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -779,85 +642,6 @@ def _derived(vel: np.ndarray, vdt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     span = (vdt[:-2] + vdt[1:-1] + vdt[2:]) / 3.0
     jerk = (acc[1:] - acc[:-1]) / span[:, None] if acc.shape[0] >= 2 else acc[:0]
     return acc, jerk
-
-
-def _seam_anchor(pos: np.ndarray, times: np.ndarray, seam: _Seam, lim: Limits,
-                 config: GateConfig) -> np.ndarray:
-    """Per joint, the seam point on the segment ``seam.lo`` -> ``seam.hi`` that makes the
-    seam's velocity, acceleration and jerk feasible, preferring the commanded end; where no
-    point does, the end with the smaller worst ratio to its limits (its violations are then
-    reported). Every seam quantity is linear in the point's place on the segment, so the
-    feasible places form one interval per joint."""
-    rows = []
-    for end in (seam.lo, seam.hi):
-        vel, vdt, _, hist = _series(pos, times, seam, end)
-        acc, jerk = _derived(vel, vdt)
-        # Only the quantities the checks look at: from the seam step / the first acceleration
-        # after the history on (those before are the executor's own).
-        parts = []
-        if config.enabled('velocity_limit'):
-            parts.append((vel[hist - 1:], np.broadcast_to(lim.velocity, vel[hist - 1:].shape)))
-        if config.enabled('acceleration_limit'):
-            a = acc[hist - 2:]
-            parts.append((a, np.broadcast_to(lim.acceleration, a.shape)))
-        if config.enabled('jerk_limit'):
-            j = jerk[hist - 3:]
-            parts.append((j, np.broadcast_to(lim.jerk, j.shape)))
-        if not parts:
-            return seam.hi
-        rows.append((np.concatenate([q for q, _ in parts]),
-                     np.concatenate([limit for _, limit in parts])))
-    (q0, limit), (q1, _) = rows
-    d = q1 - q0
-    with np.errstate(divide='ignore', invalid='ignore'):
-        a_lo = np.where(d > 0, (-limit - q0) / d, (limit - q0) / d)
-        a_hi = np.where(d > 0, (limit - q0) / d, (-limit - q0) / d)
-    moving = np.abs(d) > 1e-12 * np.maximum(limit, 1.0)
-    lo = np.where(moving, a_lo, -np.inf).max(axis=0)
-    hi = np.where(moving, a_hi, np.inf).min(axis=0)
-    feasible = np.maximum(lo, 0.0) <= np.minimum(hi, 1.0)
-    alpha = np.where(feasible, np.clip(1.0, lo, hi), 0.0)
-    alpha = np.clip(alpha, 0.0, 1.0)
-    worse_at_lo = (np.abs(q0) / limit).max(axis=0) > (np.abs(q1) / limit).max(axis=0)
-    alpha = np.where(feasible, alpha, np.where(worse_at_lo, 1.0, 0.0))
-    return seam.lo + alpha * (seam.hi - seam.lo)
-
-
-def _dynamics_checks(out: _Collector, pos: np.ndarray, times: np.ndarray, seam: _Seam,
-                     lim: Limits, joints: Sequence[str], config: GateConfig,
-                     vel_decl: np.ndarray | None, acc_decl: np.ndarray | None) -> None:
-    """Velocity, acceleration and jerk by finite differences over the chunk's points and,
-    where :func:`_seam` gives one, across the seam; and the declared ones."""
-    anchor = None
-    if seam.lo is not None:
-        anchor = seam.lo if seam.source == 'measured' else \
-            _seam_anchor(pos, times, seam, lim, config)
-    vel, vdt, first, hist = _series(pos, times, seam, anchor)
-    if config.enabled('velocity_limit'):
-        vl = lim.velocity
-        v = vel[max(hist - 1, 0):]
-        voff = 0 if hist else first
-        out.mask('velocity_limit', np.abs(v) > vl, v, vl, joints, voff,
-                 'finite-difference velocity {v:.6g} exceeds {lim:.6g}')
-        if vel_decl is not None:
-            out.mask('velocity_limit', np.abs(vel_decl) > vl, vel_decl, vl, joints, 0,
-                     'declared velocity {v:.6g} exceeds {lim:.6g}')
-    if config.enabled('jerk_limit'):
-        if hist:
-            _jerk_check(out, vel[hist - 3:], vdt[hist - 3:], lim.jerk, joints, -2)
-        elif vel.shape[0] >= 3:
-            _jerk_check(out, vel, vdt, lim.jerk, joints, first)
-    if config.enabled('acceleration_limit'):
-        al = lim.acceleration
-        if vel.shape[0] >= 2:
-            acc, _ = _derived(vel, vdt)
-            a = acc[hist - 2:] if hist else acc
-            aoff = -1 if hist else first
-            out.mask('acceleration_limit', np.abs(a) > al, a, al, joints, aoff,
-                     'finite-difference acceleration {v:.6g} exceeds {lim:.6g}')
-        if acc_decl is not None:
-            out.mask('acceleration_limit', np.abs(acc_decl) > al, acc_decl, al, joints, 0,
-                     'declared acceleration {v:.6g} exceeds {lim:.6g}')
 
 
 def _jerk_check(out: _Collector, vel: np.ndarray, vdt: np.ndarray, limit: np.ndarray,

@@ -16,7 +16,6 @@ from typing import Any
 
 from action_msgs.msg import GoalInfo
 from action_msgs.srv import CancelGoal
-import numpy as np
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -25,7 +24,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ActionChunk, ExecutorState, GateVerdict, InterlockHeartbeat
+from egoroll_interfaces.msg import ActionChunk, GateVerdict, InterlockHeartbeat
 from egoroll_ros.core.cartesian import (
     cartesian_config_from_params,
     check_cartesian,
@@ -34,11 +33,9 @@ from egoroll_ros.core.cartesian import (
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.gate import (
     WHOLE_CHUNK,
-    CommandedState,
     Verdict,
     Violation,
     check,
-    commanded_at_observation,
     config_from_params,
     measured_at_observation,
     prepare,
@@ -64,7 +61,6 @@ from egoroll_ros.ros.convert import (
     is_cartesian,
     joint_state_from_msg,
     sec_to_time,
-    time_to_sec,
     trajectory_to_msg,
     verdict_to_msg,
 )
@@ -97,11 +93,6 @@ class SafetyGate(Node):
         # Recent joint_states (about 2.5 s at 100 Hz): chunks are checked against the state
         # their observation saw (core.gate.measured_at_observation).
         self._js_history: collections.deque = collections.deque(maxlen=256)
-        # The executor's commanded states (executor/state, ~0.6 s at 100 Hz): the history of
-        # the acceleration and jerk checks (core.gate.commanded_at_observation).
-        self._cmd_history: collections.deque = collections.deque(maxlen=64)
-        self._seam_counts: dict[str, int] = {}
-        self._seam_source = ''
         self.interlock = Interlock(interlock_config_from_params(p))
         self._joy_map = JoyMapping.from_params(p)
         # The Quest toggle, debounced as policy_node debounces it (its edge on time, from a
@@ -128,7 +119,6 @@ class SafetyGate(Node):
             CancelGoal, 'execute_trajectory/_action/cancel_goal')
         self.create_subscription(JointState, 'joint_states', self._on_joint_state,
                                  qos_profile_sensor_data)
-        self.create_subscription(ExecutorState, 'executor/state', self._on_executor_state, 10)
         self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, reliable)
         self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
         self.create_service(Trigger, 'safety/reset', self._on_reset)
@@ -196,46 +186,6 @@ class SafetyGate(Node):
         with self._lock:
             self._js = js
             self._js_history.append(js)
-
-    def _on_executor_state(self, msg: ExecutorState) -> None:
-        n = len(msg.joint_names)
-        if len(msg.velocities) != n or len(msg.accelerations) != n:
-            self.get_logger().warning('ignoring malformed executor/state (array sizes '
-                                      'differ from joint_names)', once=True)
-            return
-        positions = np.asarray(msg.positions, dtype=float) if len(msg.positions) == n \
-            else None
-        cs = CommandedState(names=tuple(msg.joint_names),
-                            velocities=np.asarray(msg.velocities, dtype=float),
-                            accelerations=np.asarray(msg.accelerations, dtype=float),
-                            stamp=time_to_sec(msg.header.stamp), received=time.monotonic(),
-                            positions=positions)
-        with self._lock:
-            self._cmd_history.append(cs)
-
-    def _commanded(self, stamp: float) -> CommandedState | None:
-        """The executor's commanded state at the observation ``stamp`` (caller holds the
-        lock), or None: the seam is then not differenced (core/gate.py ``_seam``)."""
-        return commanded_at_observation(self._cmd_history, stamp, time.monotonic(),
-                                        self.config.max_joint_state_age)
-
-    def _note_seam(self, verdict: Verdict) -> None:
-        """Count and log (on each change) where the seam's finite differences started."""
-        source = verdict.seam_from
-        if not source:
-            return
-        with self._lock:
-            self._seam_counts[source] = self._seam_counts.get(source, 0) + 1
-            changed, self._seam_source = source != self._seam_source, source
-        if not changed:
-            return
-        if source == 'none':
-            self.get_logger().info(
-                'seam not differenced (no fresh executor/state at the observation, or no '
-                'step across it): the first step is bounded by max_step and start_deviation '
-                "against the measured position and by the executor's join limits")
-        else:
-            self.get_logger().info(f"seam checked from the executor's {source} state")
 
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
@@ -307,15 +257,13 @@ class SafetyGate(Node):
         with self._lock:
             model, model_error = self._model, self._model_error
             js = measured_at_observation(self._js_history, chunk.stamp)
-            cmd = self._commanded(chunk.stamp)
         if model is None:
             t0 = time.perf_counter()
             return Verdict([Violation('robot_model', '', WHOLE_CHUNK, math.nan, math.nan,
                                       f'robot_model: {model_error}')],
                            check_duration=time.perf_counter() - t0)
         now = self.get_clock().now().nanoseconds * 1e-9
-        return check(chunk, js, model, self.config, now=now, steady_now=time.monotonic(),
-                     commanded=cmd)
+        return check(chunk, js, model, self.config, now=now, steady_now=time.monotonic())
 
     def _on_cartesian_chunk(self, msg: ActionChunk) -> None:
         """Cartesian checks, IK, joint checks; the IK joint chunk is what may be forwarded."""
@@ -329,10 +277,9 @@ class SafetyGate(Node):
         with self._lock:
             model = self._model
             js = measured_at_observation(self._js_history, cchunk.stamp)
-            cmd = self._commanded(cchunk.stamp)
         now = self.get_clock().now().nanoseconds * 1e-9
         outcome = check_cartesian(cchunk, js, model, self.config, self.cartesian_config,
-                                  now=now, steady_now=time.monotonic(), commanded=cmd)
+                                  now=now, steady_now=time.monotonic())
         self._decide(msg, outcome.joint_chunk, outcome.verdict)
 
     def _on_chunk(self, msg: ActionChunk) -> None:
@@ -349,7 +296,6 @@ class SafetyGate(Node):
         self._decide(msg, chunk, self._validate(chunk))
 
     def _decide(self, msg: ActionChunk, chunk: Chunk | None, verdict: Verdict) -> None:
-        self._note_seam(verdict)
         with self._lock:
             for k, n in verdict.counts().items():
                 self._counts[k] = self._counts.get(k, 0) + n
@@ -360,6 +306,9 @@ class SafetyGate(Node):
                 needs_confirmation=verdict.needs_confirmation,
                 executor_ready=self._client.server_is_ready())
             forwarded = self._carry_out(out, verdict)
+        if verdict.rejected and not msg.shadow:
+            self.get_logger().warning(f'live chunk {int(msg.sequence)} {verdict.summary} '
+                                      f'(stage {verdict.stage})')
         self._publish_verdict(msg, verdict, forwarded)
 
     def _carry_out(self, out: ChunkOutcome, verdict: Verdict) -> bool:
@@ -579,10 +528,6 @@ class SafetyGate(Node):
                       ('on_reject', self.p['on_reject']),
                       ('goal_active', il.goal_active),
                       ('executor_ready', self._client.server_is_ready()),
-                      ('executor_state_age', 'never' if not self._cmd_history else
-                       f'{time.monotonic() - self._cmd_history[-1].received:.3f}'),
-                      ('seam_checked_from', ','.join(
-                          f'{k}:{n}' for k, n in sorted(self._seam_counts.items()))),
                       ('last_forwarded_sequence', il.last_forwarded),
                       ('last_verdict', self._last_summary)]
             values += list(il.stats.items())

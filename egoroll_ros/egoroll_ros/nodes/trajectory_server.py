@@ -178,8 +178,8 @@ PARAMS = [
     Param('planned_rate', float, 10.0, 'Rate of executor/planned (Hz).', min=0.1, max=1000.0,
           read_only=True),
     Param('state_rate', float, 100.0, 'Rate of executor/state (Hz; at most control_rate): '
-          'the commanded position, velocity and acceleration, from which the safety gate '
-          "checks a chunk's acceleration and jerk across the seam.", min=0.1, max=1000.0,
+          'the commanded position, velocity and acceleration and the running chunk (read by '
+          "policy_node's real-time chunking).", min=0.1, max=1000.0,
           read_only=True),
     Param('diagnostics_rate', float, 1.0, 'Rate of /diagnostics (Hz).', min=0.01, max=100.0,
           read_only=True),

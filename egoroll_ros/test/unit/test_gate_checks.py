@@ -20,10 +20,8 @@ import pytest
 
 from egoroll_ros.core.gate import (
     OPTIONAL_CHECKS,
-    CommandedState,
     GateConfig,
     check,
-    commanded_at_observation,
 )
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.errors import ConfigError
@@ -177,16 +175,8 @@ def test_every_violation_is_reported_not_only_the_first():
     chunk = good(v=(0, 0, 1.7, 0, 0), n=10)       # velocity on every step
     verdict = run(chunk, now=STAMP + 0.55)         # and too old
     vel = [v for v in verdict.violations if v.check == 'velocity_limit']
-    # No commanded state: the seam (measured -> point 0) is not differenced; points 1..9.
+    # The seam (measured -> point 0) is not differenced: the chunk's own steps, points 1..9.
     assert [v.point_index for v in vel] == list(range(1, 10))
-    assert verdict.seam_from == 'none'
-    # With the executor at rest at the measured position the seam step counts too.
-    rest = _commanded([0.0] * 5, [0.0] * 5, positions=QM)
-    verdict = check(chunk, measured(J, QM), MODEL, CFG, now=STAMP + 0.55, steady_now=0.0,
-                    commanded=rest)
-    vel = [v for v in verdict.violations if v.check == 'velocity_limit']
-    assert verdict.seam_from == 'commanded'
-    assert [v.point_index for v in vel] == list(range(10))
     assert all(v.subject == 'roll' and v.limit == pytest.approx(1.5) for v in vel)
     assert vel[0].value == pytest.approx(1.7)
     assert 'chunk_age' in checks(verdict)
@@ -372,123 +362,56 @@ def test_chunks_are_checked_against_the_state_their_observation_saw():
     assert measured_at_observation([], 10.0) is None
 
 
-def _commanded(v, a, stamp=STAMP, received=0.0, positions=None):
-    return CommandedState(names=J, velocities=np.array(v, float),
-                          accelerations=np.array(a, float), stamp=stamp, received=received,
-                          positions=None if positions is None else np.array(positions, float))
+def _run_q(chunk: Chunk, cfg: GateConfig = CFG, qm=QM):
+    return check(chunk, measured(cfg.joints, qm), MODEL, cfg, now=NOW, steady_now=0.0)
 
 
-def _run_cmd(chunk: Chunk, commanded, cfg: GateConfig = CFG):
-    return check(chunk, measured(cfg.joints, QM), MODEL, cfg, now=NOW, steady_now=0.0,
-                 commanded=commanded)
+# ---- the seam is the executor's: the gate judges the chunk's own points ---------------------
 
-
-def test_a_chunk_reversing_the_running_motion_is_rejected_from_the_executors_velocity():
-    # The executor commands +0.5 rad/s on 'pan'; the chunk leaves the measured position at
-    # -0.5 rad/s, a straight line: alone it has no acceleration, from the running motion it
-    # turns 1 rad/s round in one 50 ms point spacing (20 rad/s^2 > 10).
-    cfg = arm_config(acceleration_limits=(10.0,), jerk_limits=(5000.0,))
+def test_a_chunk_leaving_at_a_velocity_the_arm_is_not_running_is_judged_by_its_own_points():
+    # A straight line at -0.5 rad/s on 'pan' from the measured position. Whatever the arm is
+    # doing when it arrives (running +0.5 rad/s, say), the gate judges what the chunk asks
+    # for: no acceleration along it. The executor joins it from its actual running state
+    # within its limits or refuses the join (test_executor_blend), the one layer that knows
+    # that state at the join time.
+    cfg = arm_config(acceleration_limits=(10.0,), jerk_limits=(100.0,))
     back = good(v=(-0.5, 0.0, 0.0, 0.0, 0.0))
-    assert _run_cmd(back, None, cfg).accepted
-    v = _run_cmd(back, _commanded([0.5, 0, 0, 0, 0], [0.0] * 5), cfg)
-    assert checks(v) == {'acceleration_limit'}
-    (viol,) = v.violations
-    assert (viol.subject, viol.point_index) == ('pan', -1) and 'measured state' in viol.message
-    np.testing.assert_allclose(viol.value, -1.0 / DT)
-    # The same chunk continuing the running motion passes.
-    assert _run_cmd(back, _commanded([-0.5, 0, 0, 0, 0], [0.0] * 5), cfg).accepted
+    assert _run_q(back, cfg).accepted
+    # A chunk that turns round WITHIN its own points is rejected at the point where it does.
+    turn = back.trajectory.positions.copy()
+    turn[5:, 0] = turn[4, 0] + 0.5 * (turn[5:, 0] - turn[4, 0]) * -1.0
+    v = _run_q(make_chunk(J, back.trajectory.times, turn), cfg)
+    assert checks(v) == {'acceleration_limit', 'jerk_limit'}
+    assert min(x.point_index for x in v.violations if x.check == 'acceleration_limit') == 4
 
-
-def test_jerk_from_the_executors_acceleration_into_the_chunk_is_checked():
-    # The executor accelerates 'lift' at 12 rad/s^2; the chunk is a straight line at the
-    # commanded velocity: the acceleration drops to 0 over two point spacings (divided
-    # differences), a jerk of 12 / 0.1 = 120 rad/s^3 (limit 100) the chunk alone does not show.
-    cfg = arm_config(acceleration_limits=(20.0,), jerk_limits=(100.0,))
-    line = good(v=(0.0, 0.3, 0.0, 0.0, 0.0))
-    assert _run_cmd(line, None, cfg).accepted
-    v = _run_cmd(line, _commanded([0, 0.3, 0, 0, 0], [0, 12.0, 0, 0, 0]), cfg)
-    assert checks(v) == {'jerk_limit'}
-    assert {x.subject for x in v.violations} == {'lift'}
-    assert min(x.point_index for x in v.violations) == -1
-    # Commanding no acceleration: nothing to report.
-    assert _run_cmd(line, _commanded([0, 0.3, 0, 0, 0], [0.0] * 5), cfg).accepted
-
-
-def test_the_commanded_state_is_taken_at_the_observation_and_only_while_fresh():
-    old = _commanded([1.0] * 5, [0.0] * 5, stamp=STAMP - 0.02, received=10.0)
-    new = _commanded([2.0] * 5, [0.0] * 5, stamp=STAMP + 0.02, received=10.01)
-    assert commanded_at_observation([old, new], STAMP, 10.02, 0.1) is old
-    assert commanded_at_observation([new], STAMP, 10.02, 0.1) is new   # none older: oldest
-    assert commanded_at_observation([old, new], STAMP, 10.2, 0.1) is None   # stale
-    assert commanded_at_observation([], STAMP, 10.0, 0.1) is None
-    # carried to the observation time at its acceleration
-    v, a = _commanded([1.0] * 5, [10.0] * 5, stamp=STAMP - 0.02).at(J, STAMP)
-    np.testing.assert_allclose(v, 1.2)
-    partial = CommandedState(names=J[:4], velocities=np.zeros(4), accelerations=np.zeros(4))
-    assert partial.at(J, STAMP) is None
-
-
-# ---- the seam on a takeover: the measured state lags the executor's setpoint ---------------
 
 def _lagging_gripper(lag: float = 0.004, v: float = -0.03):
     """The executor closes the gripper at ``v`` (limit 0.05 m/s); the measured position lags
-    its setpoint by ``lag``; the next chunk continues the setpoint's motion."""
+    its setpoint by ``lag``; the next chunk continues the setpoint's motion (a takeover's
+    teleop chunk while the gripper moves)."""
     qc = QM.copy()
     qc[4] -= lag
     vel = np.array([0.0, 0.0, 0.0, 0.0, v])
-    chunk = linear_chunk(J, qc, vel, times())
-    cmd_pos = _commanded(vel, [0.0] * 5, positions=qc)
-    cmd_nopos = _commanded(vel, [0.0] * 5)
-    return chunk, cmd_pos, cmd_nopos
+    return linear_chunk(J, qc, vel, times())
 
 
 def test_a_chunk_continuing_the_setpoint_is_accepted_though_the_measured_state_lags():
-    chunk, cmd_pos, cmd_nopos = _lagging_gripper()
-    # From the lagging measured position alone the seam looks like 0.11 m/s (> 0.05): the
-    # defect of issue 22 (a takeover faulted the rollout).
-    from_measured = _run_cmd(chunk, cmd_nopos)
-    assert from_measured.seam_from == 'measured'
-    assert from_measured.rejected and 'velocity_limit' in checks(from_measured)
-    verdict = _run_cmd(chunk, cmd_pos)
+    # Differenced from the lagging measured position the seam would look like 0.11 m/s
+    # (> 0.05): the defect of issue 22 (a takeover faulted the rollout).
+    chunk = _lagging_gripper()
+    verdict = _run_q(chunk)
     assert verdict.accepted, verdict.summary
-    assert verdict.seam_from == 'commanded'
 
 
-def test_a_seam_infeasible_from_every_point_between_measured_and_setpoint_is_rejected():
-    # The chunk jumps 6 mm beyond the setpoint in one 50 ms spacing: -0.15 m/s from the
-    # setpoint, -0.23 m/s from the lagging measured position.
-    chunk, cmd_pos, _ = _lagging_gripper()
-    traj = chunk.trajectory
-    jumped = make_chunk(J, traj.times, traj.positions + np.array([0, 0, 0, 0, -0.006]))
-    verdict = _run_cmd(jumped, cmd_pos)
-    assert verdict.seam_from == 'commanded'
-    bad = [v for v in verdict.violations if v.check == 'velocity_limit']
-    assert bad and {(v.subject, v.point_index) for v in bad} == {('gripper', 0)}
-
-
-def test_without_a_fresh_commanded_state_the_seam_is_not_differenced_but_still_bounded():
-    chunk, _, _ = _lagging_gripper()
-    verdict = _run_cmd(chunk, None)
-    assert verdict.accepted and verdict.seam_from == 'none', verdict.summary
-    # The first step is still bounded against the measured position (start_deviation 0.04,
-    # max_step 0.01 on the gripper), and every step between the chunk's own points is checked.
+def test_the_first_step_is_still_bounded_against_the_measured_position():
+    chunk = _lagging_gripper()
+    # start_deviation 0.04 and max_step 0.01 on the gripper: 15 mm from the measured position.
     far = make_chunk(J, chunk.trajectory.times,
                      chunk.trajectory.positions + np.array([0, 0, 0, 0, -0.011]))
-    assert 'max_step' in checks(_run_cmd(far, None))
+    assert 'max_step' in checks(_run_q(far))
+    # and every step between the chunk's own points is checked, named from point 1
     fast = linear_chunk(J, QM, np.array([1.2, 0, 0, 0, 0]), times())
-    assert {(v.subject, v.point_index) for v in _run_cmd(fast, None).violations
+    assert {(v.subject, v.point_index) for v in _run_q(fast).violations
             if v.check == 'velocity_limit'} == {('pan', k) for k in range(1, 10)}
 
 
-def test_a_commanded_state_far_from_the_observation_is_not_used():
-    near = _commanded([0.0] * 5, [0.0] * 5, stamp=STAMP - 0.04, received=10.0)
-    far = _commanded([0.0] * 5, [0.0] * 5, stamp=STAMP - 0.2, received=10.0)
-    assert commanded_at_observation([near], STAMP, 10.0, 0.5) is near
-    assert commanded_at_observation([far], STAMP, 10.0, 0.5) is None
-    later = _commanded([0.0] * 5, [0.0] * 5, stamp=STAMP + 0.2, received=10.0)
-    assert commanded_at_observation([later], STAMP, 10.0, 0.5) is None
-    # carried to the observation at its velocity and acceleration
-    moving = _commanded([1.0] * 5, [10.0] * 5, stamp=STAMP - 0.02, positions=QM)
-    np.testing.assert_allclose(moving.position_at(J, STAMP),
-                               QM + 1.0 * 0.02 + 0.5 * 10.0 * 0.02 ** 2)
-    assert _commanded([1.0] * 5, [0.0] * 5).position_at(J, STAMP) is None
