@@ -54,6 +54,14 @@ ON_REJECT = ('hold', 'skip')
 #: ``on_reject='hold'``. A chunk that arrives too old (``chunk_age``, ``chunk_in_past``: a
 #: loaded machine, a late frame) is never executed, and the next fresh one may run.
 NOT_READY_CHECKS = frozenset({'robot_model', 'joint_state', 'chunk_age', 'chunk_in_past'})
+#: Executor result codes (ExecuteTrajectory.Result names) by which the executor stopped a goal
+#: on its own for a safety reason: the rollout stops (:meth:`Interlock.goal_halted`). Not
+#: here: the ends the gate or the policy caused or that leave the running motion as it was
+#: (SUCCESSFUL, PREEMPTED, CANCELED, FENCED, OLD_SEQUENCE, a goal refused before it ran, and
+#: LIMIT_VIOLATED, which includes "refused at the seam, the running goal continues").
+EXECUTOR_HALTS = frozenset({'HEARTBEAT_LOST', 'STALE_STATE', 'NO_STATE', 'COMMAND_TIMEOUT',
+                            'DEADLINE_MISSED', 'PATH_TOLERANCE_VIOLATED', 'NO_ROBOT_MODEL',
+                            'SHUTDOWN'})
 
 
 class Kind(str, Enum):
@@ -520,6 +528,18 @@ class Interlock:
     def goal_refused(self, sequence: int) -> None:
         """The executor refused goal ``sequence`` (it never ran)."""
         self.goal_ended(sequence)
+
+    def goal_halted(self, sequence: int, code: str) -> list[Decision]:
+        """The executor ended goal ``sequence`` with ``code``. A code of
+        :data:`EXECUTOR_HALTS` (the executor held on its own: its supervision saw the gate,
+        the joint states, the command stream or the control loop fail) stops the rollout
+        as :meth:`stop` does, so that nothing moves again until a new preflight and start,
+        however the failure ended (a gate that was SIGSTOPped and continued, a driver that
+        came back). Any other code only ends the goal."""
+        self.goal_ended(sequence)
+        if code not in EXECUTOR_HALTS or self.stopped is not None:
+            return []
+        return self.stop(f'the executor held on its own ({code}, goal {sequence})')
 
     def reset(self) -> tuple[bool, str]:
         """``safety/reset``: clear the e-stop (once released) and the fault latch.

@@ -71,6 +71,10 @@ from egoroll_ros.ros.params import declare_params, watch_live
 from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import run_node, wait_for
 
+#: ExecuteTrajectory result code -> its name (core/interlock.py EXECUTOR_HALTS names them).
+RESULT_NAMES = {v: k for k, v in vars(ExecuteTrajectory.Result).items()
+                if k.isupper() and isinstance(v, int)}
+
 _COLORS = {'accepted': (0.1, 0.9, 0.1), 'confirm': (1.0, 0.85, 0.0), 'rejected': (1.0, 0.1, 0.1)}
 
 
@@ -357,8 +361,12 @@ class SafetyGate(Node):
         handle.get_result_async().add_done_callback(lambda f: self._on_result(f, seq))
 
     def _on_result(self, future: Any, seq: int) -> None:
+        try:
+            code = RESULT_NAMES.get(int(future.result().result.error_code), 'UNKNOWN')
+        except Exception:  # noqa: BLE001 - no result (shutdown): the goal ended all the same
+            code = ''
         with self._lock:
-            self.interlock.goal_ended(seq)
+            self._execute(self.interlock.goal_halted(seq, code))
             if self.interlock.goal_sequence is None:
                 self._goal_handle = None
 

@@ -52,47 +52,117 @@ def _stamp(m) -> float:
     return m.header.stamp.sec + m.header.stamp.nanosec * 1e-9
 
 
-def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothing(
-        ros_graph, launcher):
-    from ament_index_python.packages import get_package_share_directory
+class Supervised:
+    """sim_robot, trajectory_server (heartbeat_timeout 0.25 s, command_timeout off) and
+    safety_gate, started from the installed package, with a tester that holds the deadman,
+    publishes chunks, and collects verdicts, joint_states and executor/commanded."""
 
-    share = get_package_share_directory('egoroll_ros')
-    urdf = f'{share}/urdf/demo_arm.urdf'
-    vmax = [2.0] * 7 + [0.1]
-    launcher.start('sim_robot', 'sim_robot', params=dict(
-        joints=ARM, initial_positions=START, max_velocity=vmax, urdf_path=urdf),
-        wait_publishers=['joint_states'])
-    launcher.start('trajectory_server', 'trajectory_server', params=dict(
-        joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0], state_timeout=3.0,
-        urdf_path=urdf, blend_time=0.1, seam='blend', max_jerk=[1000.0] * 7 + [50.0],
-        max_blend_time=0.4,
-        control_rate=RATE, heartbeat_timeout=HEARTBEAT_TIMEOUT, command_timeout=0.0,
-        max_late_ticks=0, diagnostics_rate=10.0), wait_actions=['execute_trajectory'])
-    gate = launcher.start('safety_gate', 'safety_gate',
-                          params_files=[f'{share}/config/safety_gate.yaml'],
-                          params=dict(urdf_path=urdf, joy_timeout=1.0,
-                                      max_joint_state_age=0.5),
-                          wait_subscriptions=['policy/chunk', 'quest/joy'],
-                          wait_publishers=['safety/verdict', 'safety/heartbeat'])
-    node = ros_graph.node('supervision_tester')
-    chunk_pub = node.create_publisher(ActionChunk, 'policy/chunk', 10)
-    joy_pub = node.create_publisher(Joy, 'quest/joy', 10)
-    verdicts = ros_graph.collect(node, GateVerdict, 'safety/verdict')
-    states = ros_graph.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
-    commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
-    diag = ros_graph.collect(node, DiagnosticArray, '/diagnostics')
-    ros_graph.wait_for_subscribers(chunk_pub)
-    ros_graph.wait_for_subscribers(joy_pub)
-    joy = {'estop': 0}
-    stop = threading.Event()
+    def __init__(self, ros_graph, launcher) -> None:  # noqa: ANN001
+        from ament_index_python.packages import get_package_share_directory
 
-    def hold_deadman() -> None:
-        while not stop.wait(0.02):
-            msg = Joy(axes=[0.0, 0.0, 0.0, 1.0], buttons=[0, joy['estop']])
-            msg.header.stamp = node.get_clock().now().to_msg()
-            joy_pub.publish(msg)
+        share = get_package_share_directory('egoroll_ros')
+        urdf = f'{share}/urdf/demo_arm.urdf'
+        vmax = [2.0] * 7 + [0.1]
+        launcher.start('sim_robot', 'sim_robot', params=dict(
+            joints=ARM, initial_positions=START, max_velocity=vmax, urdf_path=urdf),
+            wait_publishers=['joint_states'])
+        launcher.start('trajectory_server', 'trajectory_server', params=dict(
+            joints=ARM, max_velocity=vmax, max_acceleration=[20.0] * 7 + [1.0],
+            state_timeout=3.0, urdf_path=urdf, blend_time=0.1, seam='blend',
+            max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4, control_rate=RATE,
+            heartbeat_timeout=HEARTBEAT_TIMEOUT, command_timeout=0.0, max_late_ticks=0,
+            diagnostics_rate=10.0), wait_actions=['execute_trajectory'])
+        self.gate = launcher.start('safety_gate', 'safety_gate',
+                                   params_files=[f'{share}/config/safety_gate.yaml'],
+                                   params=dict(urdf_path=urdf, joy_timeout=1.0,
+                                               max_joint_state_age=0.5),
+                                   wait_subscriptions=['policy/chunk', 'quest/joy'],
+                                   wait_publishers=['safety/verdict', 'safety/heartbeat'])
+        node = self.node = ros_graph.node('supervision_tester')
+        self.chunk_pub = node.create_publisher(ActionChunk, 'policy/chunk', 10)
+        joy_pub = node.create_publisher(Joy, 'quest/joy', 10)
+        self.verdicts = ros_graph.collect(node, GateVerdict, 'safety/verdict')
+        self.states = ros_graph.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
+        self.commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
+        self.diag = ros_graph.collect(node, DiagnosticArray, '/diagnostics')
+        ros_graph.wait_for_subscribers(self.chunk_pub)
+        ros_graph.wait_for_subscribers(joy_pub)
+        self.joy = {'estop': 0}
+        self._stop = threading.Event()
+        self.seq = 1
 
-    client = ActionClient(node, ExecuteTrajectory, 'execute_trajectory')
+        def hold_deadman() -> None:
+            while not self._stop.wait(0.02):
+                msg = Joy(axes=[0.0, 0.0, 0.0, 1.0], buttons=[0, self.joy['estop']])
+                msg.header.stamp = node.get_clock().now().to_msg()
+                joy_pub.publish(msg)
+
+        self._thread = threading.Thread(target=hold_deadman, daemon=True)
+        self._thread.start()
+        self.states.wait_for(timeout=10.0)
+        self.offset = time.time() - time.monotonic()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+    def send(self, q0: np.ndarray, shadow: bool = False) -> GateVerdict:
+        """A 6 s chunk rolling the wrist at 0.4 rad/s after 0.5 s; its verdict."""
+        stamp = self.node.get_clock().now().nanoseconds * 1e-9
+        times = 0.05 * np.arange(1, 121)
+        pos = np.tile(q0, (len(times), 1))
+        pos[:, ROLL] += 0.4 * np.maximum(times - 0.5, 0.0)
+        traj = JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp)
+        start = len(self.verdicts.snapshot())
+        seq, self.seq = self.seq, self.seq + 1
+        self.chunk_pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, traj, shadow=shadow)))
+        return self.verdicts.wait_for(lambda v, s=seq: v.sequence == s, 10.0, start=start)
+
+    def moving_chunk(self) -> np.ndarray:
+        """A preflight, then a live chunk, until one moves the setpoints; the start state.
+        Set-up: not yet ready (deadman, discovery), or held at once because a heartbeat came
+        late on a loaded machine (what the executor must do, and the gate then needs a new
+        preflight): try again."""
+        for _ in range(50):
+            q0 = np.array(self.states.snapshot()[-1].position)
+            pre = self.send(q0, shadow=True)
+            v = self.send(q0)
+            if pre.accepted and v.forwarded and wait_until_or_none(
+                    lambda q=q0: abs(self.commanded.snapshot()[-1].position[ROLL] - q[ROLL])
+                    > 0.05 if self.commanded.snapshot() else False, 3.0):
+                return q0
+            time.sleep(0.1)
+        raise AssertionError(f'no chunk moved the setpoints; last verdict: {v.summary}')
+
+    def held_since(self) -> float | None:
+        """Monotonic time of the last changing setpoint once 0.3 s of identical ones follow."""
+        msgs = self.commanded.snapshot()
+        last_change = None
+        for a, b in zip(msgs, msgs[1:], strict=False):
+            if list(a.position) != list(b.position):
+                last_change = _stamp(b) - self.offset
+        if last_change is None or _stamp(msgs[-1]) - self.offset < last_change + 0.3:
+            return None     # not yet 0.3 s of identical setpoints
+        return last_change
+
+    def assert_holds(self, ticks: int = 50) -> np.ndarray:
+        """The next ``ticks`` setpoints repeat the newest one; returns it."""
+        held = np.array(self.commanded.snapshot()[-1].position)
+        n = len(self.commanded.snapshot())
+        for m in self.commanded.wait_count(n + ticks, 10.0)[n:]:
+            np.testing.assert_array_equal(np.array(m.position), held)
+        return held
+
+
+@pytest.fixture
+def sup(ros_graph, launcher):  # noqa: ANN001, ANN201
+    rig = Supervised(ros_graph, launcher)
+    yield rig
+    rig.close()
+
+
+def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothing(sup):
+    client = ActionClient(sup.node, ExecuteTrajectory, 'execute_trajectory')
     rogue_seq = [10**15]
 
     def rogue_goal(source: str, target: np.ndarray):
@@ -107,73 +177,61 @@ def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothi
         wait_until(res_fut.done, 10.0, 'goal result')
         return res_fut.result().result
 
-    thread = threading.Thread(target=hold_deadman, daemon=True)
-    thread.start()
-    try:
-        states.wait_for(timeout=10.0)
-        offset = time.time() - time.monotonic()
-        # Wait until the executor has the gate's heartbeat and the gate forwards.
-        q0 = np.array(states.snapshot()[-1].position)
-        seq = 1
-        for _ in range(50):
-            stamp = node.get_clock().now().nanoseconds * 1e-9
-            times = 0.05 * np.arange(1, 121)
-            pos = np.tile(q0, (len(times), 1))
-            pos[:, ROLL] += 0.4 * np.maximum(times - 0.5, 0.0)
-            traj = JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp)
-            start = len(verdicts.snapshot())
-            chunk_pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, traj)))
-            v = verdicts.wait_for(lambda v, s=seq: v.sequence == s, 10.0, start=start)
-            seq += 1
-            # A forwarded chunk the executor ran; not yet ready (deadman, discovery), or the
-            # goal held at once because a heartbeat came late on a loaded machine (what the
-            # executor must do): try again with a newer chunk.
-            if v.forwarded and wait_until_or_none(
-                    lambda: abs(commanded.snapshot()[-1].position[ROLL] - q0[ROLL]) > 0.05
-                    if commanded.snapshot() else False, 3.0):
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f'no chunk moved the setpoints; last verdict: {v.summary}')
-        # A goal from another node while the gate lives, within and beyond the URDF limits
-        # (elbow upper limit 2.0 rad): refused, the running goal unaffected.
-        for elbow in (q0[ARM.index('elbow')] + 0.01, 2.15):
-            target = q0.copy()
-            target[ARM.index('elbow')] = elbow
-            result = rogue_goal('rogue', target)
-            assert result.error_code == ExecuteTrajectory.Result.SOURCE_REFUSED, \
-                result.error_string
-        t_kill = time.monotonic()
-        os.kill(gate.popen.pid, signal.SIGKILL)
-        gate.popen.wait(timeout=10.0)
-
-        def held_since() -> float | None:
-            msgs = commanded.snapshot()
-            last_change = None
-            for a, b in zip(msgs, msgs[1:], strict=False):
-                if list(a.position) != list(b.position):
-                    last_change = _stamp(b) - offset
-            if last_change is None or _stamp(msgs[-1]) - offset < last_change + 0.3:
-                return None     # not yet 0.3 s of identical setpoints
-            return last_change
-
-        last_change = wait_until(held_since, 10.0, 'executor/commanded holds')
-        latency = last_change - t_kill
-        print(f'\ngate SIGKILL -> last changing setpoint {latency * 1e3:.1f} ms '
-              f'(heartbeat_timeout {HEARTBEAT_TIMEOUT} s, period {1e3 / RATE:.0f} ms)')
-        assert latency < BOUND, latency
-        diag.wait_for(lambda d: any('HEARTBEAT_LOST' in kv.value for st in d.status
+    q0 = sup.moving_chunk()
+    # A goal from another node while the gate lives, within and beyond the URDF limits
+    # (elbow upper limit 2.0 rad): refused, the running goal unaffected.
+    for elbow in (q0[ARM.index('elbow')] + 0.01, 2.15):
+        target = q0.copy()
+        target[ARM.index('elbow')] = elbow
+        result = rogue_goal('rogue', target)
+        assert result.error_code == ExecuteTrajectory.Result.SOURCE_REFUSED, \
+            result.error_string
+    t_kill = time.monotonic()
+    os.kill(sup.gate.popen.pid, signal.SIGKILL)
+    sup.gate.popen.wait(timeout=10.0)
+    last_change = wait_until(sup.held_since, 10.0, 'executor/commanded holds')
+    latency = last_change - t_kill
+    print(f'\ngate SIGKILL -> last changing setpoint {latency * 1e3:.1f} ms '
+          f'(heartbeat_timeout {HEARTBEAT_TIMEOUT} s, period {1e3 / RATE:.0f} ms)')
+    assert latency < BOUND, latency
+    sup.diag.wait_for(lambda d: any('HEARTBEAT_LOST' in kv.value for st in d.status
                                     for kv in st.values), timeout=10.0)
-        # E-stop after the gate died: the arm already holds and stays so.
-        held = np.array(commanded.snapshot()[-1].position)
-        joy['estop'] = 1
-        n = len(commanded.snapshot())
-        for m in commanded.wait_count(n + 50, 10.0)[n:]:
-            np.testing.assert_array_equal(np.array(m.position), held)
-        # A goal straight to the executor while the gate is dead, even one naming the gate as
-        # its source: refused.
-        result = rogue_goal('/safety_gate', held)
-        assert result.error_code == ExecuteTrajectory.Result.HEARTBEAT_LOST, result.error_string
+    # E-stop after the gate died: the arm already holds and stays so.
+    sup.joy['estop'] = 1
+    held = sup.assert_holds()
+    # A goal straight to the executor while the gate is dead, even one naming the gate as
+    # its source: refused.
+    result = rogue_goal('/safety_gate', held)
+    assert result.error_code == ExecuteTrajectory.Result.HEARTBEAT_LOST, result.error_string
+
+
+def test_a_hung_gate_holds_the_arm_and_continuing_it_moves_nothing_until_a_new_preflight(sup):
+    """SIGSTOP of the safety gate mid-chunk (a hung process, not a dead one): the heartbeat
+    stops and the executor holds within the bound of the gate's death. SIGCONT: the gate
+    learns its goal ended HEARTBEAT_LOST and stops the rollout, so neither the resumed
+    heartbeat nor the next live chunk moves anything; a new preflight and chunk do."""
+    sup.moving_chunk()
+    t_stop = time.monotonic()
+    os.kill(sup.gate.popen.pid, signal.SIGSTOP)
+    try:
+        last_change = wait_until(sup.held_since, 10.0, 'executor/commanded holds')
     finally:
-        stop.set()
-        thread.join(timeout=2.0)
+        os.kill(sup.gate.popen.pid, signal.SIGCONT)
+    n_cont = len(sup.commanded.snapshot())
+    held = np.array(sup.commanded.snapshot()[-1].position)
+    latency = last_change - t_stop
+    print(f'\ngate SIGSTOP -> last changing setpoint {latency * 1e3:.1f} ms')
+    assert latency < BOUND, latency
+    wait_until(lambda: any('HEARTBEAT_LOST' in kv.value for d in sup.diag.snapshot()
+                           for st in d.status for kv in st.values), 10.0,
+               'the executor reports HEARTBEAT_LOST')
+    # Continued: the next live chunk is refused by the stopped gate, the arm holds.
+    q = np.array(sup.states.snapshot()[-1].position)
+    verdict = wait_until(lambda: (lambda v: v if not v.forwarded else None)(sup.send(q)) or
+                         None, 10.0, 'a live chunk refused after SIGCONT')
+    assert 'stopped' in verdict.summary, verdict.summary
+    sup.assert_holds(150)     # 1.5 s: past the 0.5 s at which a chunk sent above would roll
+    for m in sup.commanded.snapshot()[n_cont:]:      # nothing moved since the SIGCONT
+        np.testing.assert_array_equal(np.array(m.position), held)
+    # A new preflight, then a live chunk: moves again.
+    sup.moving_chunk()

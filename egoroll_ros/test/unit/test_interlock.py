@@ -7,6 +7,7 @@ import random
 import pytest
 
 from egoroll_ros.core.interlock import (
+    EXECUTOR_HALTS,
     STATE_DEADMAN,
     STATE_ESTOP,
     STATE_FAULT,
@@ -402,3 +403,36 @@ def test_a_chunk_rejected_only_for_arriving_too_late_pauses_without_a_fault():
         out = good(il, 2, rejected=True, real_rejection=late not in NOT_READY_CHECKS)
         assert Kind.LATCH not in kinds(out.decisions) and il.fault is None, late
         assert good(il, 3).forwarded
+
+
+@pytest.mark.parametrize('code', sorted(EXECUTOR_HALTS))
+def test_a_goal_the_executor_held_on_its_own_stops_the_rollout_until_a_new_preflight(code):
+    # A gate SIGSTOPped past the heartbeat timeout and continued, a driver whose joint_states
+    # came back, a policy that fell silent: the executor held; nothing may move again on the
+    # next live chunk, only after a new preflight (a newer accepted shadow chunk).
+    il = armed()
+    assert good(il, 1).forwarded
+    out = il.goal_halted(1, code)
+    assert Kind.LATCH in kinds(out) and code in il.stopped
+    assert il.state() == STATE_STOPPED and not il.goal_active
+    assert not good(il, 2).forwarded
+    assert good(il, 3, shadow=True).decisions == []
+    assert il.state() == STATE_OK and good(il, 4).forwarded
+
+
+@pytest.mark.parametrize('code', ['SUCCESSFUL', 'PREEMPTED', 'CANCELED', 'FENCED',
+                                  'LIMIT_VIOLATED', 'OLD_SEQUENCE', ''])
+def test_a_goal_that_ended_for_another_reason_only_ends(code):
+    il = armed()
+    assert good(il, 1).forwarded and good(il, 2).forwarded
+    assert il.goal_halted(2, code) == []
+    assert il.state() == STATE_OK and il.goal_sequence == 1      # the running one continues
+    assert good(il, 3).forwarded
+
+
+def test_a_halt_reported_after_a_stop_changes_nothing():
+    il = armed()
+    assert good(il, 1).forwarded
+    il.stop('stop requested')
+    reason = il.stopped
+    assert il.goal_halted(1, 'HEARTBEAT_LOST') == [] and il.stopped == reason
