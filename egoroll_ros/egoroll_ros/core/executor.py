@@ -45,6 +45,7 @@ CODES: dict[str, int] = {
     'CANCELED': -12, 'PATH_TOLERANCE_VIOLATED': -13, 'GOAL_TOLERANCE_VIOLATED': -14,
     'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17, 'HEARTBEAT_LOST': -18,
     'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21, 'NO_ROBOT_MODEL': -22, 'FENCED': -23,
+    'INTERLOCK': -24,
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
@@ -794,6 +795,28 @@ class ExecutorCore:
         # can arrive after it; acting on its state would abort good goals. What the executor
         # acts on is the heartbeat's motion fence (update_heartbeat), which names the goals
         # it stops by their sequences and so is immune to that crossing.
+        return None
+
+    def admission_error(self, now: float, sequence: int | None = None
+                        ) -> TrajectoryError | None:
+        """Why a NEW goal may not start now: :meth:`supervision_error`, or (heartbeat
+        supervised) the gate's latest heartbeat says motion is not allowed (``INTERLOCK``:
+        e-stop, deadman released, rollout stopped, fault). Any node can name the gate as a
+        goal's source; only the gate's own heartbeat says whether it allows motion. The gate
+        sends a heartbeat saying so before it forwards the first goal after a change.
+        Only at admission: a running goal is stopped by the gate's cancel and fence, which a
+        heartbeat crossing a newer goal on the wire cannot confuse. A goal at or below the
+        motion fence (``sequence``) is left to :meth:`submit`, which refuses it ``FENCED``:
+        the more precise reason."""
+        err = self.supervision_error(now)
+        if err is not None or self.config.heartbeat_timeout <= 0.0:
+            return err
+        if sequence is not None and self.fence is not None and sequence <= self.fence:
+            return None
+        hb = self._heartbeat
+        if hb is not None and not hb[1]:
+            return TrajectoryError('INTERLOCK', "the safety gate's latest heartbeat says motion "
+                                   f'is not allowed (state {hb[2] or "unknown"})')
         return None
 
     def supervise(self, now: float) -> None:

@@ -97,6 +97,7 @@ class SafetyGate(Node):
         # Recent joint_states (about 2.5 s at 100 Hz): chunks are checked against the state
         # their observation saw (core.gate.measured_at_observation).
         self._js_history: collections.deque = collections.deque(maxlen=256)
+        self._hb_allowed = False     # motion_allowed of the last heartbeat sent
         self.interlock = Interlock(interlock_config_from_params(p))
         self._joy_map = JoyMapping.from_params(p)
         # The Quest toggle, debounced as policy_node debounces it (its edge on time, from a
@@ -225,7 +226,8 @@ class SafetyGate(Node):
         counter order and the fence they carry never falls)."""
         il = self.interlock
         self._heartbeats += 1
-        hb = InterlockHeartbeat(state=il.state(), motion_allowed=il.motion_allowed(),
+        self._hb_allowed = il.motion_allowed()
+        hb = InterlockHeartbeat(state=il.state(), motion_allowed=self._hb_allowed,
                                 counter=self._heartbeats, fence_sequence=il.fence_published())
         hb.header.stamp = self.get_clock().now().to_msg()
         self._heartbeat_pub.publish(hb)
@@ -249,6 +251,10 @@ class SafetyGate(Node):
             elif d.kind is Kind.EXPIRE:
                 log.warning(d.reason)
             elif d.kind is Kind.FORWARD:
+                if not self._hb_allowed:
+                    # The executor admits a goal only while the gate's latest heartbeat allows
+                    # motion: say so before the first goal after a stop, e-stop or release.
+                    self._publish_heartbeat()
                 self._forward(d.chunk)
 
     # ---- chunks ----------------------------------------------------------------------------

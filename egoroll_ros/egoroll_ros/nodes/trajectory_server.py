@@ -335,7 +335,7 @@ class TrajectoryServer(Node):
                     ros_now=self.get_clock().now().nanoseconds * 1e-9,
                     mono_now=time.monotonic(), measured=self.core.measured)
                 refusal = source_error(req.source, self._allowed) or \
-                    self.core.supervision_error(time.monotonic())
+                    self.core.admission_error(time.monotonic(), goal.sequence)
                 if refusal is not None:
                     raise refusal
                 waiter = _Waiter(goal_handle)

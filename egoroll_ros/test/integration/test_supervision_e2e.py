@@ -134,6 +134,23 @@ class Supervised:
             time.sleep(0.1)
         raise AssertionError(f'no chunk moved the setpoints; last verdict: {v.summary}')
 
+    def rogue_goal(self, source: str, target: np.ndarray):  # noqa: ANN201
+        """A 1 s goal to ``target`` sent straight to the executor (a sequence above any the
+        gate sent) naming ``source``; its result."""
+        if not hasattr(self, '_client'):
+            self._client = ActionClient(self.node, ExecuteTrajectory, 'execute_trajectory')
+            self._rogue_seq = 10**17
+        assert self._client.wait_for_server(timeout_sec=10.0)
+        self._rogue_seq += 1
+        goal = ExecuteTrajectory.Goal(sequence=self._rogue_seq, source=source)
+        goal.trajectory = trajectory_to_msg(JointTrajectoryData(
+            tuple(ARM), np.array([1.0]), np.asarray(target)[None, :], stamp=0.0))
+        fut = self._client.send_goal_async(goal)
+        wait_until(fut.done, 10.0, 'goal answered')
+        res_fut = fut.result().get_result_async()
+        wait_until(res_fut.done, 10.0, 'goal result')
+        return res_fut.result().result
+
     def held_since(self) -> float | None:
         """Monotonic time of the last changing setpoint once 0.3 s of identical ones follow."""
         msgs = self.commanded.snapshot()
@@ -162,21 +179,7 @@ def sup(ros_graph, launcher):  # noqa: ANN001, ANN201
 
 
 def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothing(sup):
-    client = ActionClient(sup.node, ExecuteTrajectory, 'execute_trajectory')
-    rogue_seq = [10**15]
-
-    def rogue_goal(source: str, target: np.ndarray):
-        assert client.wait_for_server(timeout_sec=10.0)
-        rogue_seq[0] += 1
-        goal = ExecuteTrajectory.Goal(sequence=rogue_seq[0], source=source)
-        goal.trajectory = trajectory_to_msg(JointTrajectoryData(
-            tuple(ARM), np.array([1.0]), np.asarray(target)[None, :], stamp=0.0))
-        fut = client.send_goal_async(goal)
-        wait_until(fut.done, 10.0, 'goal answered')
-        res_fut = fut.result().get_result_async()
-        wait_until(res_fut.done, 10.0, 'goal result')
-        return res_fut.result().result
-
+    rogue_goal = sup.rogue_goal
     q0 = sup.moving_chunk()
     # A goal from another node while the gate lives, within and beyond the URDF limits
     # (elbow upper limit 2.0 rad): refused, the running goal unaffected.
@@ -235,3 +238,22 @@ def test_a_hung_gate_holds_the_arm_and_continuing_it_moves_nothing_until_a_new_p
         np.testing.assert_array_equal(np.array(m.position), held)
     # A new preflight, then a live chunk: moves again.
     sup.moving_chunk()
+
+
+def test_a_goal_naming_the_gate_is_refused_while_the_gates_heartbeat_forbids_motion(sup):
+    """Issue 23.2: with the e-stop latched at the (live) gate, a goal sent straight to the
+    executor that names the gate as its source and carries a sequence above every fence is
+    refused INTERLOCK, and nothing moves: the executor reads the gate's heartbeat, not the
+    goal's word."""
+    q0 = sup.moving_chunk()
+    sup.joy['estop'] = 1
+    wait_until(sup.held_since, 10.0, 'the e-stop holds the arm')
+    held = sup.assert_holds()
+    target = held.copy()
+    target[ARM.index('elbow')] += 0.05
+    result = sup.rogue_goal('/safety_gate', target)
+    assert result.error_code == ExecuteTrajectory.Result.INTERLOCK, result.error_string
+    assert 'estop' in result.error_string or 'e-stop' in result.error_string, \
+        result.error_string
+    np.testing.assert_array_equal(sup.assert_holds(), held)
+    assert abs(held[ROLL] - q0[ROLL]) < 1.0

@@ -348,6 +348,23 @@ def test_after_a_lost_heartbeat_nothing_runs_until_the_gate_raises_its_fence():
     assert rig.setpoints[-1].positions[0] > held[0]        # and it moved
 
 
+@pytest.mark.parametrize('state', ['estop', 'stopped', 'fault', 'deadman_released'])
+def test_a_new_goal_is_refused_interlock_while_the_gates_heartbeat_forbids_motion(state):
+    rig = Rig(heartbeat_timeout=0.2)
+    rig.core.update_heartbeat(rig.t, False, state)
+    err = rig.core.admission_error(rig.t)
+    assert err is not None and err.code == 'INTERLOCK' and state in str(err)
+    rig.core.update_heartbeat(rig.t, True, 'ok')
+    assert rig.core.admission_error(rig.t) is None
+    # unsupervised (no gate): the heartbeat's word is not asked for
+    assert Rig().core.admission_error(0.0) is None
+    # a goal the fence covers is left to submit, which says FENCED (the precise reason)
+    rig.core.update_heartbeat(rig.t, False, state, fence=5)
+    assert rig.core.admission_error(rig.t, 5) is None
+    assert _code(lambda: rig.goal([0.5], [[0.5, 0.5]], seq=5)) == 'FENCED'
+    assert rig.core.admission_error(rig.t, 6).code == 'INTERLOCK'
+
+
 def test_heartbeats_keep_a_goal_running_to_success():
     rig = Rig(heartbeat_timeout=0.2)
     for _ in range(60):
