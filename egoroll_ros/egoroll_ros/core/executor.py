@@ -499,9 +499,6 @@ class ExecutorCore:
         #: The highest motion fence of any heartbeat (None: none seen): no goal with a
         #: sequence at or below it may move (:meth:`update_heartbeat`).
         self.fence: int | None = None
-        #: After a goal was halted for a lost heartbeat: the fence then (-1: none seen). No
-        #: goal runs until a heartbeat raises the fence above it (:meth:`supervise`).
-        self.halt_fence: int | None = None
         self._consecutive_late = 0
         self.position_limits = resolve_position_limits(config, None)
         self.limits_source = 'position_lower/position_upper' if self.position_limits else ''
@@ -737,8 +734,6 @@ class ExecutorCore:
         if self.fence is not None and fence <= self.fence:
             return False
         self.fence = fence
-        if self.halt_fence is not None and fence > self.halt_fence:
-            self.halt_fence = None
         return self._apply_fence(float(received))
 
     def _apply_fence(self, now: float) -> bool:
@@ -785,11 +780,6 @@ class ExecutorCore:
         if age > timeout:
             return TrajectoryError('HEARTBEAT_LOST', f'interlock heartbeat {age:.3f} s old '
                                    f'(heartbeat_timeout {timeout:g} s); holding')
-        if self.halt_fence is not None:
-            return TrajectoryError(
-                'HEARTBEAT_LOST', 'holding since the interlock heartbeat was lost during a '
-                'goal: nothing runs until the safety gate stops the rollout (its motion fence '
-                f'rises above {self.halt_fence}) and a new one starts')
         # The state it carries (hb[1], hb[2]) is for diagnostics only: a heartbeat and a goal
         # travel on different DDS writers, so a heartbeat sent before the gate forwarded a goal
         # can arrive after it; acting on its state would abort good goals. What the executor
@@ -826,11 +816,6 @@ class ExecutorCore:
         err = self.supervision_error(now)
         if err is not None:
             self.halt(now, err.code, str(err))
-            if err.code == 'HEARTBEAT_LOST' and self.halt_fence is None:
-                # A gate that was hung, not dead, sends heartbeats again and may forward the
-                # next chunk before it learns that this goal ended: its goals forwarded
-                # until then are all at or below the fence its stop raises.
-                self.halt_fence = -1 if self.fence is None else self.fence
 
     def note_deadline(self, now: float, missed: int) -> None:
         """One tick ran; ``missed`` deadlines were skipped before it (0: on time).
@@ -857,8 +842,6 @@ class ExecutorCore:
         return {'heartbeat_age': 'never' if hb is None else f'{now - hb[0]:.3f}',
                 'interlock_state': '' if hb is None else hb[2], 'state': self.state,
                 'motion_fence': '' if self.fence is None else str(self.fence),
-                'held_for_lost_heartbeat': '' if self.halt_fence is None else
-                f'until the motion fence rises above {self.halt_fence}',
                 'position_limits': self._limits_problem or self.limits_source or 'none',
                 'active_sequence': '' if self.active_sequence is None
                 else str(self.active_sequence),

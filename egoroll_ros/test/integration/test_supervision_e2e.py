@@ -208,36 +208,25 @@ def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothi
     assert result.error_code == ExecuteTrajectory.Result.HEARTBEAT_LOST, result.error_string
 
 
-def test_a_hung_gate_holds_the_arm_and_continuing_it_moves_nothing_until_a_new_preflight(sup):
-    """SIGSTOP of the safety gate mid-chunk (a hung process, not a dead one): the heartbeat
-    stops and the executor holds within the bound of the gate's death. SIGCONT: the gate
-    learns its goal ended HEARTBEAT_LOST and stops the rollout, so neither the resumed
-    heartbeat nor the next live chunk moves anything; a new preflight and chunk do."""
+def test_a_hung_gate_holds_the_arm_within_the_bound_of_its_death(sup):
+    """SIGSTOP of the safety gate mid-chunk (a hung process, not a dead one): its heartbeat
+    stops and the executor holds within the bound of the gate's death, and keeps holding
+    while the gate stays stopped (the e-stop and deadman are not watched meanwhile). What the
+    gate forwards after SIGCONT is docs/hazards.md S6."""
     sup.moving_chunk()
     t_stop = time.monotonic()
     os.kill(sup.gate.popen.pid, signal.SIGSTOP)
     try:
         last_change = wait_until(sup.held_since, 10.0, 'executor/commanded holds')
+        latency = last_change - t_stop
+        print(f'\ngate SIGSTOP -> last changing setpoint {latency * 1e3:.1f} ms')
+        assert latency < BOUND, latency
+        wait_until(lambda: any('HEARTBEAT_LOST' in kv.value for d in sup.diag.snapshot()
+                               for st in d.status for kv in st.values), 10.0,
+                   'the executor reports HEARTBEAT_LOST')
+        sup.assert_holds(100)
     finally:
         os.kill(sup.gate.popen.pid, signal.SIGCONT)
-    n_cont = len(sup.commanded.snapshot())
-    held = np.array(sup.commanded.snapshot()[-1].position)
-    latency = last_change - t_stop
-    print(f'\ngate SIGSTOP -> last changing setpoint {latency * 1e3:.1f} ms')
-    assert latency < BOUND, latency
-    wait_until(lambda: any('HEARTBEAT_LOST' in kv.value for d in sup.diag.snapshot()
-                           for st in d.status for kv in st.values), 10.0,
-               'the executor reports HEARTBEAT_LOST')
-    # Continued: the next live chunk is refused by the stopped gate, the arm holds.
-    q = np.array(sup.states.snapshot()[-1].position)
-    verdict = wait_until(lambda: (lambda v: v if not v.forwarded else None)(sup.send(q)) or
-                         None, 10.0, 'a live chunk refused after SIGCONT')
-    assert 'stopped' in verdict.summary, verdict.summary
-    sup.assert_holds(150)     # 1.5 s: past the 0.5 s at which a chunk sent above would roll
-    for m in sup.commanded.snapshot()[n_cont:]:      # nothing moved since the SIGCONT
-        np.testing.assert_array_equal(np.array(m.position), held)
-    # A new preflight, then a live chunk: moves again.
-    sup.moving_chunk()
 
 
 def test_a_goal_naming_the_gate_is_refused_while_the_gates_heartbeat_forbids_motion(sup):
