@@ -55,19 +55,20 @@ ON_REJECT = ('hold', 'skip')
 #: loaded machine, a late frame) is never executed, and the next fresh one may run.
 NOT_READY_CHECKS = frozenset({'robot_model', 'joint_state', 'chunk_age', 'chunk_in_past'})
 #: Executor result codes (ExecuteTrajectory.Result names) by which the executor stopped a goal
-#: on its own for a safety reason: the rollout stops (:meth:`Interlock.goal_halted`). Not
-#: here: the ends the gate or the policy caused or that leave the running motion as it was
-#: (SUCCESSFUL, PREEMPTED, CANCELED, FENCED, INTERLOCK, OLD_SEQUENCE, a goal refused before
-#: it ran, and LIMIT_VIOLATED, which includes "refused at the seam, the running goal
-#: continues"); and, for now, the starvation ends: STALE_STATE / NO_STATE (a joint_states gap
-#: longer than state_timeout) and HEARTBEAT_LOST (the gate descheduled past
-#: heartbeat_timeout). On a shared 2-core machine both happen by themselves during a normal
-#: rollout (a Cartesian takeover graph with a camera and a recorder: several per minute),
-#: and stopping the rollout for each made the rollout unusable there. The executor holds for
-#: them, and the next chunk is predicted from and checked against the fresh state; a gate
-#: that was hung and continues therefore resumes on its next chunk (docs/hazards.md, S6).
-EXECUTOR_HALTS = frozenset({'COMMAND_TIMEOUT', 'DEADLINE_MISSED', 'PATH_TOLERANCE_VIOLATED',
-                            'NO_ROBOT_MODEL', 'SHUTDOWN'})
+#: on its own for a fault of the motion itself: the rollout stops (:meth:`Interlock.goal_halted`)
+#: and needs a new preflight and start. Not here: the ends the gate or the policy caused or
+#: that leave the running motion as it was (SUCCESSFUL, PREEMPTED, CANCELED, FENCED,
+#: INTERLOCK, OLD_SEQUENCE, a goal refused before it ran, and LIMIT_VIOLATED, which includes
+#: "refused at the seam, the running goal continues"); and, for now, the gaps a loaded
+#: machine or a slow policy makes by themselves: COMMAND_TIMEOUT (no newer chunk within
+#: command_timeout: a CPU LeRobot policy between chunks), STALE_STATE / NO_STATE (a
+#: joint_states gap) and HEARTBEAT_LOST (the gate descheduled past heartbeat_timeout). On a
+#: shared 2-core machine each happens during normal rollouts, and stopping the rollout for
+#: each made rollouts there unusable (the fresh-clone data-loop, demo and LeRobot tests
+#: failed). The executor holds for them; the next chunk is predicted from and checked
+#: against the fresh state (docs/hazards.md S6, C12).
+EXECUTOR_HALTS = frozenset({'DEADLINE_MISSED', 'PATH_TOLERANCE_VIOLATED', 'NO_ROBOT_MODEL',
+                            'SHUTDOWN'})
 
 
 class Kind(str, Enum):
