@@ -62,13 +62,13 @@ NOT_READY_CHECKS = frozenset({'robot_model', 'joint_state', 'chunk_age', 'chunk_
 #: "refused at the seam, the running goal continues"); and, for now, the gaps a loaded
 #: machine or a slow policy makes by themselves: COMMAND_TIMEOUT (no newer chunk within
 #: command_timeout: a CPU LeRobot policy between chunks), STALE_STATE / NO_STATE (a
-#: joint_states gap) and HEARTBEAT_LOST (the gate descheduled past heartbeat_timeout). On a
+#: joint_states gap), HEARTBEAT_LOST (the gate descheduled past heartbeat_timeout) and
+#: DEADLINE_MISSED (the control loop descheduled for max_late_ticks periods). On a
 #: shared 2-core machine each happens during normal rollouts, and stopping the rollout for
 #: each made rollouts there unusable (the fresh-clone data-loop, demo and LeRobot tests
 #: failed). The executor holds for them; the next chunk is predicted from and checked
 #: against the fresh state (docs/hazards.md S6, C12).
-EXECUTOR_HALTS = frozenset({'DEADLINE_MISSED', 'PATH_TOLERANCE_VIOLATED', 'NO_ROBOT_MODEL',
-                            'SHUTDOWN'})
+EXECUTOR_HALTS = frozenset({'PATH_TOLERANCE_VIOLATED', 'NO_ROBOT_MODEL', 'SHUTDOWN'})
 
 
 class Kind(str, Enum):

@@ -403,6 +403,24 @@ class GripperPickup:
         return self.held
 
 
+def _path(times: np.ndarray, current: tuple[np.ndarray, np.ndarray] | None,
+          p: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions (N, 3), quaternions (N, 4)) of one arm's teleop chunk: from ``current`` to
+    the target ``(p, r)`` in proportion to time_from_start (reached at the last point), or
+    the target held when ``current`` is None (see :meth:`Takeover.chunk`)."""
+    n = times.shape[0]
+    if current is None:
+        return np.tile(p, (n, 1)), np.tile(matrix_to_quat(r), (n, 1))
+    import pinocchio as pin
+
+    p0, r0 = (np.asarray(x, dtype=float) for x in current)
+    s = times / times[-1]
+    positions = p0[None, :] + s[:, None] * (np.asarray(p, float) - p0)[None, :]
+    w = pin.log3(r0.T @ np.asarray(r, float))
+    quats = np.stack([matrix_to_quat(r0 @ pin.exp3(k * w)) for k in s])
+    return positions, quats
+
+
 def measured_poses(model: object, config: TakeoverConfig, names: Sequence[str],
                    positions: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per configured arm, the end-effector (position, rotation) in the base frame for the
@@ -647,11 +665,22 @@ class Takeover:
             return [a.name for a, g in zip(self.config.arms, self._grips, strict=False)
                     if g is not None and not g.engaged]
 
-    def chunk(self, snapshot: Mapping[str, object], now: float,
-              stamp: float) -> CartesianChunk | str:
+    def chunk(self, snapshot: Mapping[str, object], now: float, stamp: float,
+              current: Sequence[tuple[np.ndarray, np.ndarray]] | None = None
+              ) -> CartesianChunk | str:
         """The teleop chunk for the latest controller poses and gripper axes (stamped
         ``stamp``, the ROS time of the sample), or a skip reason. The sequence is 0: the
-        publisher assigns its own."""
+        publisher assigns its own.
+
+        ``current``: per arm, the measured end-effector (position, rotation) now. Given, the
+        chunk is a path from there to the operator's target, reached at the last point
+        (positions linearly, rotations along the geodesic, in proportion to time_from_start),
+        not the target held from the first point: a step target that the arm, still running
+        the policy's chunk at the takeover, cannot reach within the executor's join limits is
+        refused at the seam, the policy's chunk runs on, and the next teleop chunk starts
+        further from the arm until ``start_deviation`` faults the rollout (issue 22). From the
+        current pose each chunk starts where the arm is, so that gap never accumulates.
+        None: the target held (a caller without a measured pose)."""
         targets = self.targets(snapshot, now)
         grips = targets if isinstance(targets, str) else self.gripper_targets(snapshot)
         if isinstance(grips, str):
@@ -660,12 +689,15 @@ class Takeover:
             return grips
         times = self.config.times
         n = times.shape[0]
+        if current is not None and len(current) != len(targets):
+            return f'{len(current)} measured poses for {len(targets)} arms'
+        paths = [_path(times, None if current is None else current[i], p, r)
+                 for i, (p, r) in enumerate(targets)]
         arms = tuple(
             CartesianArmTarget(arm=a.name, ee_frame=a.ee_frame, reference_frame=self.base_frame,
-                               positions=np.tile(p, (n, 1)),
-                               quaternions=np.tile(matrix_to_quat(r), (n, 1)),
+                               positions=pos, quaternions=quats,
                                gripper=np.zeros(0) if g is None else np.full(n, g))
-            for a, (p, r), g in zip(self.config.arms, targets, grips, strict=True))
+            for a, (pos, quats), g in zip(self.config.arms, paths, grips, strict=True))
         with self.lock:
             self.last_skip = ''
         return CartesianChunk(sequence=0, policy_id=OPERATOR_ID, stamp=float(stamp),

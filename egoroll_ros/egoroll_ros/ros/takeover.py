@@ -270,7 +270,16 @@ class TakeoverHook:
                 return
             self._needs_anchor = False
         stamp = self._node.get_clock().now().nanoseconds * 1e-9
-        chunk = self.core.chunk(snapshot, now, stamp)
+        try:
+            current = self._measured(snapshot)
+        except TakeoverError as exc:
+            current, why = None, str(exc)
+        else:
+            why = 'no measured end-effector pose'
+        if current is None:
+            self.detail = f'operator takeover: no teleop chunk: {why}'
+            return
+        chunk = self.core.chunk(snapshot, now, stamp, current)
         if isinstance(chunk, str):
             self.detail = f'operator takeover: no teleop chunk: {chunk}'
             return

@@ -407,8 +407,8 @@ def test_a_chunk_rejected_only_for_arriving_too_late_pauses_without_a_fault():
 
 @pytest.mark.parametrize('code', sorted(EXECUTOR_HALTS))
 def test_a_goal_the_executor_held_on_its_own_stops_the_rollout_until_a_new_preflight(code):
-    # A control loop that missed its deadlines, a tracking error beyond tolerance (a
-    # collision), the model gone: the executor held; nothing may move again on the
+    # A tracking error beyond tolerance (a collision), the robot model gone, a shutdown:
+    # the executor held; nothing may move again on the
     # next live chunk, only after a new preflight (a newer accepted shadow chunk).
     il = armed()
     assert good(il, 1).forwarded
@@ -422,7 +422,8 @@ def test_a_goal_the_executor_held_on_its_own_stops_the_rollout_until_a_new_prefl
 
 @pytest.mark.parametrize('code', ['SUCCESSFUL', 'PREEMPTED', 'CANCELED', 'FENCED',
                                   'LIMIT_VIOLATED', 'OLD_SEQUENCE', 'STALE_STATE', 'NO_STATE',
-                                  'HEARTBEAT_LOST', 'COMMAND_TIMEOUT', 'INTERLOCK', ''])
+                                  'HEARTBEAT_LOST', 'COMMAND_TIMEOUT', 'DEADLINE_MISSED',
+                                  'INTERLOCK', ''])
 def test_a_goal_that_ended_for_another_reason_only_ends(code):
     il = armed()
     assert good(il, 1).forwarded and good(il, 2).forwarded

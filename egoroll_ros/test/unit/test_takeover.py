@@ -409,3 +409,33 @@ def test_reanchor_holds_the_gripper_at_its_new_measured_position(demo):
     assert np.allclose(ch.arms[0].gripper, 0.01) and tk.grippers_held == ['arm']
     tk.end('handed back', 7.0)
     assert tk.grippers_held == []
+
+
+def test_a_teleop_chunk_runs_from_where_the_arm_is_to_the_operators_target(demo):
+    # Issue 22: the arm still runs the policy's chunk at the takeover, so it is not at the
+    # anchor. A chunk holding the target from its first point is a step the executor may not
+    # join; the gap then grows until start_deviation faults the rollout. From the measured
+    # pose now, the chunk starts next to the arm and reaches the target at its last point.
+    c0 = (np.array([0.2, 1.0, -0.3]), np.eye(3))
+    tk = Takeover(CFG, demo.base_frame)
+    tk.begin(1, True, inputs(5.0, pose(*c0)).snapshot(), anchor_pose(demo), 5.0)
+    moved = pose(c0[0] + [0.0, 0.0, 0.03], rot_z(0.2))
+    p0, r0 = anchor_pose(demo)[0]
+    here = (p0 + np.array([0.04, 0.0, -0.02]), rot_z(-0.1) @ r0)     # the arm ran on
+    ch = tk.chunk(inputs(5.1, moved).snapshot(), 5.1, 100.1, [here])
+    arm = ch.arms[0]
+    target_p, target_r = p0 + [0.0, 0.0, 0.03], rot_z(0.2) @ r0
+    times = CFG.times
+    s = times / times[-1]
+    np.testing.assert_allclose(arm.positions, here[0] + s[:, None] * (target_p - here[0]),
+                               atol=1e-12)
+    np.testing.assert_allclose(quat_to_matrix(arm.quaternions[-1]), target_r, atol=1e-9)
+    # the rotation turns monotonically along the geodesic, in proportion to time
+    angles = [np.arccos(np.clip((np.trace(here[1].T @ quat_to_matrix(q)) - 1) / 2, -1, 1))
+              for q in arm.quaternions]
+    np.testing.assert_allclose(angles, s * angles[-1], atol=1e-9)
+    assert angles[-1] == pytest.approx(0.3, abs=1e-9)
+    # the first point is on the way, not at the target (a held target would be s = 1)
+    assert s[0] < 0.5
+    # a pose count that does not match the arms gives no chunk
+    assert isinstance(tk.chunk(inputs(5.1, moved).snapshot(), 5.1, 100.1, []), str)
