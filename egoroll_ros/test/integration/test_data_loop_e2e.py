@@ -28,10 +28,12 @@ from egoroll_ros.testing import executable_path, wait_until
 
 # rollout ~40 s, export and load each start LeRobot in its runtime (~45 s each when loaded)
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
-# The camera's rate is the dataset's fps. 5 Hz: export refuses an episode whose frames leave
-# the rate's grid (a dropped frame), and sim_camera drops frames when its process is starved
-# (14.3 Hz measured for 15 Hz at load 16 on 2 cores); a robot's camera is stamped by hardware.
-FPS = 5
+# The camera's rate is the dataset's fps. 2 Hz: export refuses an episode whose frames leave
+# the rate's grid by more than half a period (a dropped frame), and sim_camera, rendering in
+# Python on a shared 2-core machine running this whole graph, was late by up to 0.18 s and
+# dropped frames at 5 Hz (two of three fresh-clone runs refused); a robot's camera is stamped
+# by hardware. The takeover below lasts over 4 s: at least 8 intervention frames at 2 Hz.
+FPS = 2
 # The demo gripper (m): HOME's opening, what the scripted policy holds; the operator's trigger
 # commands 0.04 (released) .. 0.0 (pressed) and picks the gripper up as it passes 0.5 (0.02).
 HOME_GRIP = 0.02
@@ -119,7 +121,7 @@ def test_rollout_with_a_takeover_is_recorded_exported_and_loaded_by_lerobot(
     assert feats['observation.state']['names'] == list(DEMO_JOINTS)
     assert feats['observation.images.scene']['dtype'] == 'image'
     n = len(got['frame_index'])
-    assert n >= 8, f'{n} frames'
+    assert n >= 6, f'{n} frames'      # about 4.5 s of episode at 2 Hz
     assert got['observation.images.scene'].shape == (n, 224, 224, 3)
     flags = got['intervention'].astype(bool).tolist()
     print('intervention flags of the exported frames:', ''.join('1' if f else '0' for f in flags))
