@@ -497,10 +497,10 @@ def test_stop_race_no_setpoint_of_the_old_chunk_after_safety_stop_returns(e2e):
         moved += int(any(not np.array_equal(q, span[0][1]) for t, q in span if t <= t_ret))
         e2e.rearm()
     print(f'\nstop race: {RACE_REPS} repetitions, {moved} stopped while the setpoint moved')
-    # The race was real: stops hit a moving arm (15-40 of 100 measured, fewer on a loaded
-    # machine, where the short chunk is more often over before the call). Set-up validity,
-    # not the safety assertion above, which holds for every repetition.
-    assert moved >= RACE_REPS // 10
+    # The race was real: stops hit a moving arm (15 of 100 measured on a fresh clone, 9 beside
+    # two nice-10 busy processes: the short chunk is more often over before the call). Set-up
+    # validity, not the safety assertion above, which holds for every repetition.
+    assert moved >= RACE_REPS // 20
 
 
 CROSSING_REPS = 40
