@@ -64,26 +64,36 @@ async def wait_for(node: Node, future: Future, timeout: float,
     return future.done()
 
 
-class _InterruptOnce:
-    """SIGINT handler: KeyboardInterrupt the first time, nothing after. rclpy's own handler
-    (installed by ``rclpy.init`` on top of this one) wakes the executor and then calls it."""
+class _Interrupt:
+    """SIGINT handler of a node process.
+
+    While the node is being built (``armed``), the first SIGINT raises KeyboardInterrupt, so
+    Ctrl-C ends a long start-up (a checkpoint load). Once the node spins it never raises:
+    rclpy's own handler (installed by ``rclpy.init`` on top of this one) shuts the context
+    down and wakes the executor, and ``spin`` returns. A KeyboardInterrupt raised there would
+    land at any bytecode of the main thread: inside a callback half-way through its update,
+    or inside rclpy's native ``take_message``, where pybind11 turns it into ``RuntimeError:
+    Unable to convert call argument`` and the node dies with a traceback. Every SIGINT after
+    the first, and every one during teardown, is a no-op, so close()/destroy_node() run to
+    the end (a terminal's Ctrl-C reaches the node and ros2 launch, which forwards its own
+    SIGINT: the node sees two). SIGTERM still ends a hung teardown."""
 
     def __init__(self) -> None:
+        self.armed = True
         self.fired = False
 
     def __call__(self, signum: int, frame: object) -> None:
-        if not self.fired:
-            self.fired = True
+        first = not self.fired
+        self.fired = True
+        if first and self.armed:
             raise KeyboardInterrupt
 
 
-def _interrupt_once() -> None:
-    """Make every SIGINT after the first a no-op, so teardown runs to the end: a second Ctrl-C
-    (a terminal's SIGINT to the process group plus the one ros2 launch forwards) must not raise
-    KeyboardInterrupt inside close()/destroy_node() and print a traceback. SIGTERM still ends
-    a hung teardown."""
+def _install_interrupt() -> _Interrupt:
+    handler = _Interrupt()
     with contextlib.suppress(ValueError):     # not the main thread: leave signals alone
-        signal.signal(signal.SIGINT, _InterruptOnce())
+        signal.signal(signal.SIGINT, handler)
+    return handler
 
 
 def run_node(factory: Callable[[], Node], args: list[str] | None = None,
@@ -102,7 +112,7 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
     Returns:
         The process exit status.
     """
-    _interrupt_once()
+    interrupt = _install_interrupt()
     # A native crash (rclpy, the RMW, torch) prints every thread's Python stack to stderr, the
     # node's log, instead of leaving only an exit status of -11.
     faulthandler.enable()
@@ -113,7 +123,9 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
         executor = SingleThreadedExecutor() if num_threads == 1 else \
             MultiThreadedExecutor(num_threads=num_threads)
         executor.add_node(node)
-        executor.spin()
+        interrupt.armed = False
+        if not interrupt.fired:
+            executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except EgorollError as exc:
