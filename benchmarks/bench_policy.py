@@ -110,7 +110,8 @@ def main() -> int:
         params = {'joints': joints, 'policy.backend': 'bench_policy:ZeroPolicy',
                   'policy.path': tempfile.gettempdir(), 'query_frequency': 30.0,
                   'cameras.names': ['left', 'right'], 'cameras.heights': [480, 480],
-                  'cameras.widths': [640, 640], 'max_age.camera': 0.2}
+                  'cameras.widths': [640, 640], 'max_age.camera': 0.2,
+                  'gate.arm_service': ''}     # no safety gate in this benchmark
         node = graph.add(PolicyNode(context=graph.context, parameter_overrides=[
             Parameter(k, value=v) for k, v in params.items()]))
         # the oldest camera stamp of each observation, keyed by the observation stamp
@@ -164,7 +165,7 @@ def main() -> int:
         req = __import__('std_srvs.srv', fromlist=['Trigger']).Trigger
         r = run_callback(node._srv_preflight, req.Request(), req.Response())
         assert r.success, r.message
-        assert node._srv_start(req.Request(), req.Response()).success
+        assert run_callback(node._srv_start, req.Request(), req.Response()).success
         node.timing.clear()
         time.sleep(seconds)  # benchmark duration, not a test wait
         node._srv_stop(req.Request(), req.Response())

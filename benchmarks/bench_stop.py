@@ -47,6 +47,7 @@ from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import ProcessLauncher, RosGraph, wait_until
+from egoroll_ros.testing.arming import GateArmer
 from egoroll_ros.testing.domains import isolated_domain
 
 ARM = ['shoulder_pan', 'shoulder_lift', 'upper_arm_roll', 'elbow', 'forearm_roll',
@@ -90,6 +91,7 @@ class Bench:
         node = self.ros.node('bench_stop')
         self.node = node
         self.chunk_pub = node.create_publisher(ActionChunk, 'policy/chunk', 10)
+        self.armer = GateArmer(node)
         self.joy_pub = node.create_publisher(Joy, 'quest/joy', 10)
         self.verdicts = self.ros.collect(node, GateVerdict, 'safety/verdict')
         self.states = self.ros.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
@@ -151,7 +153,7 @@ class Bench:
         return self.verdicts.wait_for(lambda v: v.sequence == seq, 10.0, start=start)
 
     def ready(self) -> None:
-        """Deadman held, e-stop released and reset, gate re-armed (an accepted shadow)."""
+        """Deadman held, e-stop released and reset, gate re-armed (a preflight and arm)."""
         self.publish_joy(axis=1.0, estop=0)
         def reset() -> bool:
             try:
@@ -159,7 +161,11 @@ class Bench:
             except AssertionError:     # a restarted gate: a request to the old one is lost
                 return False
         wait_until(reset, 30.0, 'reset', interval=0.05)
-        wait_until(lambda: self.send(shadow=True).accepted, 10.0, 're-armed', interval=0.05)
+        def armed() -> bool:     # a preflight, then safety/arm naming it (policy_node's start)
+            v = self.send(shadow=True)
+            return v.accepted and self.armer.arm(int(v.sequence), 'ab' * 32).success
+
+        wait_until(armed, 10.0, 're-armed', interval=0.05)
 
     def setpoints(self, since: float = -1.0) -> list[tuple[float, float]]:
         """(stamp, wrist_roll) of the setpoints from the last one stamped <= ``since`` on

@@ -88,6 +88,9 @@ class OfflineInterlock:
                  start: float, recheck: Callable[[Chunk, float], bool],
                  toggle_debounce: float = 0.05) -> None:
         self.interlock = Interlock(config)
+        # The bag is a rollout's: the gate was armed by a start before it (a bag holds no arm
+        # request), and again by every toggle start (below).
+        self.interlock.assume_armed()
         self._toggle = ButtonDebouncer(toggle_debounce) if mapping.toggle_button >= 0 else None
         self._start_pending = False
         self.mapping = mapping
@@ -162,7 +165,8 @@ class OfflineInterlock:
         ``chunk``: the joint chunk the gate would forward, None when there is none)."""
         self.advance(now)
         if self._start_pending and self.interlock.stopped is not None:
-            self.interlock.rearm(sequence - 1)    # the new rollout's preflight, just before
+            # the new rollout's preflight, just before
+            self.interlock.assume_armed(sequence - 1, '' if chunk is None else chunk.policy_id)
         self._start_pending = False
         real = any(v not in NOT_READY_CHECKS for v in violations)
         out = self.interlock.chunk(now, chunk, sequence, shadow=False, rejected=rejected,

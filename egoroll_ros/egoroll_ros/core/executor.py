@@ -45,7 +45,7 @@ CODES: dict[str, int] = {
     'CANCELED': -12, 'PATH_TOLERANCE_VIOLATED': -13, 'GOAL_TOLERANCE_VIOLATED': -14,
     'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17, 'HEARTBEAT_LOST': -18,
     'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21, 'NO_ROBOT_MODEL': -22, 'FENCED': -23,
-    'INTERLOCK': -24,
+    'INTERLOCK': -24, 'STALLED': -25,
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
@@ -100,6 +100,10 @@ class ExecutorConfig:
     heartbeat_timeout: float = 0.0
     #: Consecutive missed control deadlines that abort the goal DEADLINE_MISSED; 0 = off.
     max_late_ticks: int = 0
+    #: s: one gap of at least this between two control ticks (the process was stopped or
+    #: starved) aborts the goal STALLED, which the gate answers by stopping the rollout;
+    #: 0 = off.
+    stall_timeout: float = 0.0
     #: Per-joint position limits checked on every setpoint (both empty: the URDF's, given with
     #: :meth:`ExecutorCore.set_urdf_limits`; see :func:`resolve_position_limits`).
     position_lower: tuple[float, ...] = ()
@@ -160,6 +164,8 @@ class ExecutorConfig:
             if bad:
                 raise ConfigError(f"parameters 'position_lower'/'position_upper': lower must "
                                   f'be below upper for {", ".join(bad)}')
+        if not (math.isfinite(self.stall_timeout) and self.stall_timeout >= 0.0):
+            raise ConfigError("parameter 'stall_timeout': must be >= 0 (0 = off)")
         if int(self.max_late_ticks) != self.max_late_ticks or self.max_late_ticks < 0:
             raise ConfigError("parameter 'max_late_ticks': must be an integer >= 0 (0 = off)")
         self._validate_seam(n)
@@ -384,10 +390,20 @@ class TickResult:
     motion_changed: bool = False
 
 
+#: How many heartbeats beyond the newest one received a goal may claim were sent before it
+#: (:meth:`ExecutorCore.submit`): heartbeats run at the gate's watchdog period (20 ms), so
+#: this covers a heartbeat stream up to ~100 ms behind the goals, and bounds what a goal that
+#: claims a far-future counter buys (it is halted by the heartbeats after that).
+HEARTBEAT_LEAD = 5
+
+
 @dataclass
 class _Active:
     key: Any
     goal: ValidGoal
+    #: Heartbeat counter sent before the goal (what the gate says, bounded): a heartbeat
+    #: saying "no motion" with a higher counter was sent after the goal and halts it.
+    heartbeat: int = 0
 
     def points_reached(self, t: float) -> int:
         return int(np.searchsorted(self.goal.times, t, side='right'))
@@ -496,6 +512,10 @@ class ExecutorCore:
         self.late_ticks = 0
         self.ticks = 0
         self._heartbeat: tuple[float, bool, str] | None = None   # received, allowed, state
+        self._hb_counter: int | None = None   # counter of the newest heartbeat
+        #: Set by a STALLED halt: goals are refused until a heartbeat says motion is not
+        #: allowed (the gate has stopped the rollout), so goals queued while stalled never run.
+        self.stall_hold = False
         #: The highest motion fence of any heartbeat (None: none seen): no goal with a
         #: sequence at or below it may move (:meth:`update_heartbeat`).
         self.fence: int | None = None
@@ -548,9 +568,15 @@ class ExecutorCore:
         """Whether ``key`` is the pending or active goal."""
         return any(g is not None and g.key == key for g in (self._pending, self._active))
 
-    def submit(self, goal: ValidGoal, key: Any) -> None:
+    def submit(self, goal: ValidGoal, key: Any, heartbeat: int = 0) -> None:
         """Accept a validated goal: it replaces the running goal at the next tick (with an
         off-tick join, :meth:`join_request`, at its takeover tick).
+
+        ``heartbeat``: the counter of the last interlock heartbeat the gate sent before the
+        goal (the goal's ``heartbeat_counter``; 0: none claimed). A later heartbeat saying
+        motion is not allowed halts the goal (:meth:`update_heartbeat`); one sent before it
+        never does (a heartbeat and a goal cross on the wire). The claim is bounded to
+        :data:`HEARTBEAT_LEAD` beyond the newest heartbeat received.
 
         A goal still pending from before ends PREEMPTED now; the running one ends PREEMPTED at
         the next tick (or when the new one is canceled first).
@@ -566,7 +592,8 @@ class ExecutorCore:
         if self._pending is not None:
             self._end(self._pending, 'PREEMPTED', f'replaced by sequence {goal.sequence}',
                       goal.received)
-        self._pending = _Active(key, goal)
+        newest = 0 if self._hb_counter is None else self._hb_counter
+        self._pending = _Active(key, goal, min(int(heartbeat), newest + HEARTBEAT_LEAD))
         self._pending_continues = False      # a goal after a stop starts from the measured
         self._drop_join()
         self.join_wanted = False
@@ -714,8 +741,14 @@ class ExecutorCore:
 
     # ----- supervision: interlock heartbeat, deadlines (separate from sampling/splicing) --
     def update_heartbeat(self, received: float, motion_allowed: bool, state: str,
-                         fence: int = 0) -> bool:
+                         fence: int = 0, counter: int | None = None) -> bool:
         """An interlock heartbeat arrived at steady-clock time ``received``.
+
+        ``motion_allowed`` false (e-stop, fault, stopped, deadman released) in a heartbeat
+        sent after a goal (``counter`` above the goal's, see :meth:`submit`; a counter below
+        the newest one's means a restarted gate, whose word covers every goal) halts that goal
+        now with ``INTERLOCK``: the executor holds on the gate's word, independently of the
+        cancel-all. ``counter`` None: not known (the goal is halted).
 
         ``fence`` is its motion fence (``fence_sequence``): no goal with a sequence at or below
         it may move. The highest fence seen is kept (heartbeats may arrive out of order, and a
@@ -730,11 +763,41 @@ class ExecutorCore:
             motion started.
         """
         self._heartbeat = (float(received), bool(motion_allowed), str(state))
+        restarted = counter is None or (self._hb_counter is not None
+                                        and counter < self._hb_counter)
+        if counter is not None:
+            self._hb_counter = int(counter)
+        ended = False
         fence = int(fence)
-        if self.fence is not None and fence <= self.fence:
-            return False
-        self.fence = fence
-        return self._apply_fence(float(received))
+        if self.fence is None or fence > self.fence:
+            self.fence = fence
+            ended = self._apply_fence(float(received))    # FENCED: the precise reason
+        if not motion_allowed:
+            self.stall_hold = False
+            ended = self._halt_after(float(received), None if restarted else int(counter),
+                                     state) or ended
+        return ended
+
+    def _halt_after(self, now: float, counter: int | None, state: str) -> bool:
+        """End the pending and the active goal sent before heartbeat ``counter`` (None:
+        every goal) said motion is not allowed; stop."""
+        why = f"the safety gate's heartbeat says motion is not allowed (state " \
+            f"{state or 'unknown'}); " + self.config.stop_behavior
+        ended = False
+        p = self._pending
+        if p is not None and (counter is None or counter > p.heartbeat):
+            self._end(p, 'INTERLOCK', why, now)
+            self._pending = None
+            self._drop_join()
+            self.join_wanted = False
+            ended = True
+        a = self._active
+        if a is not None and (counter is None or counter > a.heartbeat):
+            self._end(a, 'INTERLOCK', why, now)
+            self._active = None
+            ended = True
+            self._stop(self._stop_start(now))
+        return ended
 
     def _apply_fence(self, now: float) -> bool:
         """End the pending and the active goal when at or below the fence; stop."""
@@ -801,6 +864,9 @@ class ExecutorCore:
         err = self.supervision_error(now)
         if err is not None or self.config.heartbeat_timeout <= 0.0:
             return err
+        if self.stall_hold:
+            return TrajectoryError('STALLED', 'the control loop stalled: goals are refused '
+                                   'until the safety gate reports the rollout stopped')
         if sequence is not None and self.fence is not None and sequence <= self.fence:
             return None
         hb = self._heartbeat
@@ -828,6 +894,23 @@ class ExecutorCore:
             return
         self.note_late_tick(missed)
         self._consecutive_late += missed
+        stall = self.config.stall_timeout
+        gap = missed * self.config.period
+        if stall and gap >= stall and (self._pending is not None or self._active is not None):
+            # Not a late tick: the loop did not run for a while (SIGSTOP, starvation). What
+            # the goal planned for that time never happened; the rollout must not go on.
+            why = (f'the control loop did not run for {gap:.2f} s (stall_timeout {stall:g} s: '
+                   'the process was stopped or starved); holding at the last setpoint sent')
+            moving = self.state in (EXECUTING, STOPPING) and self._last is not None
+            last = self._last.positions.copy() if moving else None
+            self.halt(now, 'STALLED', why)
+            if last is not None:
+                # The driver held the last command meanwhile: hold exactly there (a stop
+                # motion from the state before the gap would step by its braking distance).
+                self._stop(now, at=last)
+            self.stall_hold = self.config.heartbeat_timeout > 0.0
+            self._consecutive_late = 0
+            return
         limit = self.config.max_late_ticks
         if limit and self._consecutive_late >= limit and (
                 self._pending is not None or self._active is not None):

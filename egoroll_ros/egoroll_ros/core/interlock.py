@@ -14,11 +14,19 @@ Latches and what clears them:
 
 - **e-stop**: pressed on quest/joy; cleared by :meth:`Interlock.reset` once released.
 - **fault**: a rejected chunk under ``on_reject='hold'``; cleared by :meth:`Interlock.reset`.
-- **rollout stopped**: :meth:`Interlock.stop` (``policy/stop``, the Quest toggle, lifecycle
-  deactivate, a policy fault, ``safety/stop``) and :meth:`Interlock.toggle` (the gate's own
-  view of the Quest toggle press, see there). Cleared only by an ACCEPTED shadow chunk (the
-  preflight of a new rollout) whose sequence is newer than every sequence seen before the stop;
-  live chunks must then be newer than that shadow chunk. Reset does not clear it.
+- **rollout stopped** (the gate is *disarmed*): at start-up, and after every stop of any
+  kind: :meth:`Interlock.stop` (``policy/stop``, lifecycle deactivate, a policy fault,
+  ``safety/stop``), :meth:`Interlock.toggle` (the gate's own view of the Quest toggle), the
+  e-stop, a latched fault, quest/joy going stale during a live rollout, an outage
+  (:meth:`Interlock.outage`), an executor halt (:meth:`Interlock.goal_halted`). Cleared ONLY
+  by :meth:`Interlock.arm`, the explicit request of ``policy/start`` naming a preflight (a
+  shadow chunk the gate accepted after the stop: its sequence and policy id). A shadow chunk
+  never changes the interlock's state; every stop forgets the preflights accepted before it,
+  so a late or duplicated arm request after a newer stop arms nothing. Once armed, live chunks
+  must come from the armed policy (or the operator's takeover) and be newer than the
+  preflight, at most :data:`MAX_SEQUENCE_LEAD` beyond it (a chunk far beyond is refused and
+  moves nothing: one chunk with sequence 2**64-1 cannot poison the sequence floor). Reset
+  does not clear it.
 
 Sequences: the last forwarded sequence survives :meth:`Interlock.reset`, because the executor
 refuses any goal not newer than the last one it accepted (``OLD_SEQUENCE``); forwarding one it
@@ -49,6 +57,16 @@ from typing import Any
 from egoroll_ros.errors import ConfigError
 
 ON_REJECT = ('hold', 'skip')
+#: The policy id of the operator's teleop chunks (policy_node's takeover): accepted from the
+#: armed rollout besides the armed policy's own.
+OPERATOR_ID = 'operator'
+#: How far beyond the arming preflight a live chunk's sequence may be (policy_node counts
+#: one per chunk: 10**6 is more than a day at 10 Hz). Beyond it: refused ``sequence``.
+MAX_SEQUENCE_LEAD = 10**6
+#: Why the gate is disarmed when it starts.
+NOT_ARMED = 'the gate started disarmed: run a preflight and start (safety/arm)'
+#: Accepted preflights remembered for an arm request (the newest).
+PREFLIGHTS_KEPT = 16
 #: Violations that mean "the gate is not ready" or "the chunk came too late", not "the
 #: policy asked for something bad": they reject and stop, but do not latch a fault under
 #: ``on_reject='hold'``. A chunk that arrives too old (``chunk_age``, ``chunk_in_past``: a
@@ -68,7 +86,7 @@ NOT_READY_CHECKS = frozenset({'robot_model', 'joint_state', 'chunk_age', 'chunk_
 #: each made rollouts there unusable (the fresh-clone data-loop, demo and LeRobot tests
 #: failed). The executor holds for them; the next chunk is predicted from and checked
 #: against the fresh state (docs/hazards.md S6, C12).
-EXECUTOR_HALTS = frozenset({'PATH_TOLERANCE_VIOLATED', 'NO_ROBOT_MODEL', 'SHUTDOWN'})
+EXECUTOR_HALTS = frozenset({'PATH_TOLERANCE_VIOLATED', 'NO_ROBOT_MODEL', 'SHUTDOWN', 'STALLED'})
 
 
 class Kind(str, Enum):
@@ -134,6 +152,10 @@ class InterlockConfig:
         max_joint_state_age: s; older joint_states cancel the running goal.
         on_reject: ``hold`` (cancel and latch a fault) or ``skip`` (drop the chunk).
         confirm_timeout: s a chunk waits for confirmation.
+        stall_timeout: s; an outage this long of joint_states, or of the gate's own
+            scheduling (:meth:`Interlock.outage`), stops a live rollout: motion resumes only
+            after a new preflight and start (a driver or a gate that hung and came back must
+            not move the arm by itself). 0: off.
     """
 
     require_deadman: bool = True
@@ -142,8 +164,12 @@ class InterlockConfig:
     max_joint_state_age: float = 0.2
     on_reject: str = 'hold'
     confirm_timeout: float = 10.0
+    stall_timeout: float = 1.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.stall_timeout) and self.stall_timeout >= 0.0):
+            raise ConfigError(f"parameter 'stall_timeout': must be >= 0 (0 = off), got "
+                              f'{self.stall_timeout}')
         if self.on_reject not in ON_REJECT:
             raise ConfigError(f"parameter 'on_reject': must be one of {ON_REJECT}, got "
                               f'{self.on_reject!r}')
@@ -162,7 +188,8 @@ def interlock_config_from_params(p: dict[str, Any]) -> InterlockConfig:
     return InterlockConfig(
         require_deadman=p['require_deadman'], deadman_threshold=p['deadman_threshold'],
         joy_timeout=p['joy_timeout'], max_joint_state_age=p['max_joint_state_age'],
-        on_reject=p['on_reject'], confirm_timeout=p['confirm_timeout'])
+        on_reject=p['on_reject'], confirm_timeout=p['confirm_timeout'],
+        stall_timeout=p['stall_timeout'])
 
 
 @dataclass(frozen=True)
@@ -244,10 +271,16 @@ class Interlock:
         self.deadman_held = False
         self.joy_time: float | None = None
         self._prev_confirm = False
-        self.stopped: str | None = None   # rollout-stopped latch (reason), None: not stopped
-        self._stop_floor = -1             # a shadow chunk must be newer than this to clear it
+        #: The rollout-stopped latch (its reason; None: armed). Disarmed at start-up.
+        self.stopped: str | None = NOT_ARMED
         self._start_floor = -1            # live chunks must be newer than this
-        self._max_seen = -1
+        #: Live sequences may be at most MAX_SEQUENCE_LEAD beyond this (the arming preflight;
+        #: None: the first live chunk forwarded sets it, offline).
+        self._lead_base: int | None = None
+        #: Preflights accepted since the last stop (sequence -> policy id), newest last.
+        self._preflights: dict[int, str] = {}
+        #: The preflight that armed the gate (sequence, policy id), None while disarmed.
+        self.armed_by: tuple[int, str] | None = None
         self.last_forwarded: int | None = None
         self.goal_sequence: int | None = None
         # Forwarded goals whose end has not been reported: an executor with seam blend may
@@ -309,8 +342,10 @@ class Interlock:
         """Whether the interlock would forward a good chunk now (the heartbeat carries it)."""
         return self.state() == STATE_OK
 
-    def blocks(self, sequence: int, executor_ready: bool) -> list[Block]:
-        """Reasons not to forward a chunk with ``sequence`` that passed every check."""
+    def blocks(self, sequence: int, executor_ready: bool,
+               policy_id: str | None = None) -> list[Block]:
+        """Reasons not to forward a chunk with ``sequence`` (from ``policy_id``; None: not
+        checked) that passed every check."""
         out = []
         if self.estop:
             out.append(Block('estop', math.nan, math.nan,
@@ -319,13 +354,23 @@ class Interlock:
             out.append(Block('latched_fault', math.nan, math.nan,
                              f'latched_fault: {self.fault}; call safety/reset'))
         if self.stopped is not None:
-            out.append(Block('rollout_stopped', float(sequence), float(self._stop_floor),
-                             f'rollout_stopped: {self.stopped}; run a new preflight (a shadow '
-                             f'chunk the gate accepts) and start'))
+            out.append(Block('rollout_stopped', float(sequence), math.nan,
+                             f'rollout_stopped: {self.stopped}; run a new preflight and start'))
         elif sequence <= self._start_floor:
             out.append(Block('rollout_stopped', float(sequence), float(self._start_floor),
                              f'rollout_stopped: sequence {sequence} is not newer than the '
-                             f'preflight {self._start_floor} that re-armed the gate'))
+                             f'preflight {self._start_floor} that armed the gate'))
+        elif self._lead_base is not None and sequence > self._lead_base + MAX_SEQUENCE_LEAD:
+            out.append(Block('sequence', float(sequence),
+                             float(self._lead_base + MAX_SEQUENCE_LEAD),
+                             f'sequence: {sequence} is implausibly far beyond the preflight '
+                             f'{self._lead_base} that armed the gate (more than '
+                             f'{MAX_SEQUENCE_LEAD}): refused, the sequence floor unchanged'))
+        if self.armed_by is not None and policy_id is not None and \
+                policy_id not in (self.armed_by[1], OPERATOR_ID):
+            out.append(Block('policy_id', math.nan, math.nan,
+                             f'policy_id: the gate is armed for policy {self.armed_by[1][:16]}; '
+                             f'this chunk is from {policy_id[:16] or "(empty)"}'))
         if self.config.require_deadman and not self.deadman_held:
             out.append(Block('deadman', math.nan, self.config.deadman_threshold,
                              'deadman: the Quest deadman is not held'))
@@ -369,6 +414,7 @@ class Interlock:
             self.estop = True
             out += self._cancel('e-stop pressed')
             out.append(Decision(Kind.LATCH, 'e-stop latched until safety/reset'))
+            self._disarm('e-stop pressed')
         was = self.deadman_held
         self.deadman_held = deadman_held
         if self.config.require_deadman and was and not deadman_held:
@@ -384,10 +430,18 @@ class Interlock:
         if cfg.require_deadman and self.deadman_held and (
                 self.joy_time is None or now - self.joy_time > cfg.joy_timeout):
             self.deadman_held = False
-            out += self._cancel('quest/joy stale (deadman released)')
+            if self.stopped is None and self._live_at is not None:
+                out += self.stop('quest/joy stale (deadman released): the Quest link is lost')
+            else:
+                out += self._cancel('quest/joy stale (deadman released)')
         if self.goal_active and (joint_state_received is None
                                  or now - joint_state_received > cfg.max_joint_state_age):
             out += self._cancel('joint_states stale')
+        if cfg.stall_timeout > 0.0 and joint_state_received is not None and \
+                now - joint_state_received >= cfg.stall_timeout:
+            out += self.outage(f'no joint_states for {now - joint_state_received:.2f} s '
+                               f'(stall_timeout {cfg.stall_timeout:g} s: the driver stopped '
+                               'or hung)')
         if self._pending is not None and now > self._pending[2]:
             self._expired = self._pending[1]
             out += self._drop_pending(f'not confirmed within {cfg.confirm_timeout:g} s')
@@ -395,20 +449,21 @@ class Interlock:
 
     def chunk(self, now: float, chunk: Any, sequence: int, *, shadow: bool, rejected: bool,
               real_rejection: bool, needs_confirmation: bool,
-              executor_ready: bool) -> ChunkOutcome:
+              executor_ready: bool, policy_id: str | None = None) -> ChunkOutcome:
         """A checked chunk: forward, hold for confirmation, block, or cancel and latch.
 
         Args:
             now: steady-clock time.
             chunk: the caller's chunk object, returned in FORWARD/HOLD decisions.
             sequence: the chunk's sequence.
-            shadow: a shadow (preflight) chunk: never forwarded; accepted, it re-arms a
-                stopped rollout.
+            shadow: a shadow (preflight) chunk: never forwarded; accepted, it may be named
+                by the next :meth:`arm` (it changes no state by itself).
             rejected: a hard check failed.
             real_rejection: the rejection is about the chunk (not "the gate is not ready":
                 no robot model, no joint_states), so it may latch a fault.
             needs_confirmation: only soft limits were crossed.
             executor_ready: whether the executor's action server is available.
+            policy_id: the chunk's policy id (None: not checked; the offline interlock).
         """
         out = ChunkOutcome()
         self.stats['chunks'] += 1
@@ -420,21 +475,24 @@ class Interlock:
             if not rejected and not executor_ready:
                 out.blocks = [_no_executor()]
             accepted = not rejected and not needs_confirmation and not out.blocks
-            if accepted and self.stopped is not None and sequence > self._stop_floor:
-                self.rearm(sequence)
-            self._max_seen = max(self._max_seen, sequence)
+            if accepted and policy_id is not None:
+                self._preflights.pop(sequence, None)
+                self._preflights[sequence] = policy_id
+                while len(self._preflights) > PREFLIGHTS_KEPT:
+                    del self._preflights[next(iter(self._preflights))]
             return out
-        self._max_seen = max(self._max_seen, sequence)
         if rejected:
             self.stats['rejected'] += 1
             hold = self.config.on_reject == 'hold'
             if hold or not real_rejection:
                 out.decisions += self._cancel(f'chunk {sequence} rejected')
-            if hold and real_rejection and self.fault is None:
-                self.fault = f'chunk {sequence} rejected'
-                out.decisions.append(Decision(Kind.LATCH, f'fault latched: {self.fault}'))
+            if hold and real_rejection:
+                if self.fault is None:
+                    self.fault = f'chunk {sequence} rejected'
+                    out.decisions.append(Decision(Kind.LATCH, f'fault latched: {self.fault}'))
+                self._disarm(f'fault latched: {self.fault}')   # forgets every preflight
             return out
-        out.blocks = self.blocks(sequence, executor_ready)
+        out.blocks = self.blocks(sequence, executor_ready, policy_id)
         if out.blocks:
             return out
         if needs_confirmation:
@@ -451,6 +509,8 @@ class Interlock:
     def _forward(self, chunk: Any, sequence: int, now: float | None) -> Decision:
         if self._live_at is None and now is not None:
             self._live_at = now
+        if self._lead_base is None:
+            self._lead_base = sequence - 1
         self.last_forwarded = sequence
         self.goal_sequence = sequence
         self._live.add(sequence)
@@ -483,13 +543,59 @@ class Interlock:
             out.decisions.append(self._forward(chunk, sequence, now))
         return out
 
-    def rearm(self, sequence: int) -> None:
-        """A new rollout's preflight (a shadow chunk with ``sequence``, newer than every
-        sequence seen before the stop) was accepted: clear "rollout stopped"; live chunks must
-        be newer than ``sequence``. :meth:`chunk` calls it for such a shadow chunk; the offline
-        interlock for a start it assumes (a bag holds no preflight)."""
+    def arm(self, sequence: int, policy_id: str) -> tuple[bool, str]:
+        """``safety/arm``: policy_node's start names its preflight (``sequence``, the shadow
+        chunk's ``policy_id``). Arms the gate when that shadow chunk was accepted after the
+        last stop and nothing is latched; live chunks must then be newer than ``sequence``.
+        A duplicate of the request that armed it answers success and changes nothing; any
+        request after a newer stop fails (the stop forgot the preflights before it).
+
+        Returns:
+            (armed, why): a sentence for the operator either way.
+        """
+        sequence = int(sequence)
+        if self.estop:
+            return False, 'e-stop latched: release it and call safety/reset, then preflight'
+        if self.fault is not None:
+            return False, f'fault latched ({self.fault}): call safety/reset, then preflight'
+        if self.stopped is None and self.armed_by == (sequence, policy_id):
+            return True, f'already armed by preflight {sequence}'
+        known = self._preflights.get(sequence)
+        if known is None:
+            since = f' (disarmed: {self.stopped})' if self.stopped is not None else ''
+            return False, (f'preflight {sequence} was not accepted by the gate since the last '
+                           f'stop{since}: run a preflight again')
+        if known != policy_id:
+            return False, (f'preflight {sequence} came from policy {known[:16]}, not '
+                           f'{policy_id[:16] or "(empty)"}')
+        if self.last_forwarded is not None and sequence <= self.last_forwarded:
+            return False, (f'preflight {sequence} is older than the last forwarded chunk '
+                           f'{self.last_forwarded}: run a preflight again')
+        self._arm(sequence, policy_id)
+        return True, f'armed by preflight {sequence} of policy {policy_id[:16]}'
+
+    def _arm(self, sequence: int | None, policy_id: str) -> None:
         self.stopped = None
-        self._start_floor = max(self._start_floor, sequence)
+        if sequence is not None:
+            self._start_floor = max(self._start_floor, sequence)
+        self._lead_base = sequence
+        self.armed_by = None if sequence is None else (sequence, policy_id)
+        self._preflights.clear()
+        self._live_at = None
+
+    def assume_armed(self, sequence: int | None = None, policy_id: str = '') -> None:
+        """Offline only (bag evaluation, which holds no arm request): arm as a start with a
+        preflight ``sequence`` of ``policy_id`` would (None: before the bag's first chunk,
+        whose sequence then bounds the later ones)."""
+        self._arm(None if sequence is None else int(sequence), policy_id)
+
+    def _disarm(self, reason: str) -> None:
+        """Latch "rollout stopped" (keep the first reason) and forget every preflight."""
+        if self.stopped is None:
+            self.stopped = reason
+        self.armed_by = None
+        self._preflights.clear()
+        self._live_at = None
 
     def toggle(self, pressed_at: float) -> list[Decision]:
         """A debounced press of the Quest toggle button whose press began at steady time
@@ -515,9 +621,17 @@ class Interlock:
         if self.stopped is None:
             out.append(Decision(Kind.LATCH, f'rollout stopped: {reason}'))
         self.stopped = reason
-        self._stop_floor = max(self._max_seen, self.last_forwarded or -1)
-        self._live_at = None
+        self._disarm(reason)
         return out
+
+    def outage(self, what: str) -> list[Decision]:
+        """Something the gate supervises failed for ``stall_timeout`` or longer (``what``:
+        joint_states not received, the gate itself not scheduled): a live rollout stops as
+        by :meth:`stop`, so a driver or gate that hung and resumed never moves the arm by
+        itself. Nothing happens while stopped or before the rollout went live."""
+        if self.stopped is not None or self._live_at is None:
+            return []
+        return self.stop(what)
 
     def cancel(self, reason: str) -> list[Decision]:
         """Cancel without latching (invalid robot model, shutdown)."""
@@ -551,7 +665,7 @@ class Interlock:
     def reset(self) -> tuple[bool, str]:
         """``safety/reset``: clear the e-stop (once released) and the fault latch.
 
-        The rollout-stopped latch and the sequence floor stay (see the module docstring).
+        The rollout-stopped latch stays: a new preflight and start arm the gate again.
         """
         if self.estop and self.estop_down:
             return False, 'e-stop still pressed'

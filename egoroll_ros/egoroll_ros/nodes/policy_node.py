@@ -25,11 +25,13 @@ import contextlib
 import dataclasses
 import math
 import sys
+import threading
 import time
 from typing import Any
 
 from lifecycle_msgs.msg import Transition
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
@@ -37,11 +39,12 @@ from sensor_msgs.msg import Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from egoroll_interfaces.msg import ActionChunk, RolloutStatus
+from egoroll_interfaces.msg import ActionChunk, InterlockHeartbeat, RolloutStatus
 from egoroll_ros.core.action_space import ActionSpace
 from egoroll_ros.core.aggregation import ChunkAggregator, config_from_params
 from egoroll_ros.core.debounce import ButtonDebouncer
 from egoroll_ros.core.inference import CartesianRuntime, setup_from_params
+from egoroll_ros.core.liveness import Liveness
 from egoroll_ros.core.observation import LatestInputs, ObservationBuilder, StaleInputError
 from egoroll_ros.core.policy import Policy, PolicyError
 from egoroll_ros.core.rollout import RolloutStateMachine, State, TransitionError
@@ -55,6 +58,7 @@ from egoroll_ros.ros import entities
 from egoroll_ros.ros.buttons import DebouncedButton
 from egoroll_ros.ros.convert import any_chunk_to_msg
 from egoroll_ros.ros.diagnostics import DiagnosticsUpdater, TaskStatus
+from egoroll_ros.ros.gate_arm import GateArm
 from egoroll_ros.ros.gate_stop import (
     CONFIRMED,
     NO_GATE,
@@ -201,7 +205,15 @@ class PolicyNode(AwaitingLifecycleNode):
         # A lifecycle publisher: it publishes only while the node is active.
         self.chunk_pub = self.create_lifecycle_publisher(ActionChunk, 'policy/chunk', _RELIABLE)
         # Operator takeover: teleop chunks on policy/chunk, the policy in shadow meanwhile.
-        self.takeover = TakeoverHook(self, self.p, self.inputs, self.sm, self.chunk_pub.publish,
+        # The node's watchdog on itself (core/liveness.py), beaten on the steady clock and
+        # checked before every live or teleop chunk goes out.
+        self._liveness = Liveness(self.p['stall_timeout'])
+        self._liveness_lock = threading.Lock()
+        self.create_timer(0.05, self._beat, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        if self.p['stall_timeout'] <= 0.0:
+            self.get_logger().warning("parameter 'stall_timeout' is 0: a policy node that hung "
+                                      'and resumed goes on publishing its rollout')
+        self.takeover = TakeoverHook(self, self.p, self.inputs, self.sm, self._publish_chunk,
                                      self.p['frame_id'])
         self.markers = ChunkMarkers(self, self.p['markers.frames'], self.p['urdf_path'])
         self.status_pub = self.create_publisher(RolloutStatus, 'policy/status', _RELIABLE)
@@ -219,6 +231,13 @@ class PolicyNode(AwaitingLifecycleNode):
         # this one object and reports what it answered.
         self._gate = GateStop(self, self.p['gate.stop_service'], self.p['gate.stop_timeout'],
                               on_report=self._on_stop_report)
+        self._arm = GateArm(self, self.p['gate.arm_service'], self.p['gate.verdict_timeout'])
+        if self._arm.configured:
+            self.create_subscription(InterlockHeartbeat, 'safety/heartbeat',
+                                     self._on_gate_heartbeat, _RELIABLE)
+        else:
+            self.get_logger().warning("parameter 'gate.arm_service' is empty: a start arms no "
+                                      'safety gate, and a gate that stops is not followed')
         if not self.p['gate.stop_service']:
             self.get_logger().warning("parameter 'gate.stop_service' is empty: a stop only "
                                       'stops publishing; the running chunk goes on until the '
@@ -235,7 +254,7 @@ class PolicyNode(AwaitingLifecycleNode):
         """Destroy what configure created (``made``; default: what the last configure did)."""
         entities.destroy(self, self._entities if made is None else made)
         self._entities = {}
-        self._gate = self._verdict = None
+        self._gate = self._verdict = self._arm = None
         self._toggle_button = None
 
     def _apply_live(self, changes: dict[str, Any]) -> None:
@@ -389,9 +408,26 @@ class PolicyNode(AwaitingLifecycleNode):
             self.get_logger().info('Quest button: publishing stopped; the safety gate is '
                                    'asked to hold (its report follows)')
         else:
-            ok, why = self._start()
-            self.get_logger().info(f'Quest button start: {why}') if ok else \
-                self.get_logger().warning(f'Quest button start refused: {why}')
+            # The start arms the gate first (a service round trip): not on this callback.
+            self.executor.create_task(self._toggle_start)
+
+    async def _toggle_start(self) -> None:
+        ok, why = await self._start()
+        self.get_logger().info(f'Quest button start: {why}') if ok else \
+            self.get_logger().warning(f'Quest button start refused: {why}')
+
+    def _on_gate_heartbeat(self, msg: InterlockHeartbeat) -> None:
+        """The gate's heartbeat: one sent after this rollout's arm that says the gate disarmed
+        ends the rollout here too (no more live chunks), with the gate's reason."""
+        arm, sm = self._arm, self.sm
+        if arm is None or sm is None:
+            return
+        reason = arm.disarmed(msg)
+        if reason is None or sm.state is not State.RUNNING:
+            return
+        self._stop_rollout('safety gate', f'the safety gate disarmed: {reason}')
+        self.get_logger().warning(f'rollout stopped: the safety gate disarmed ({reason}); '
+                                  'preflight and start again')
 
     # ---------------------------------------------------------------- services
     async def _srv_preflight(self, req: Trigger.Request,
@@ -427,23 +463,46 @@ class PolicyNode(AwaitingLifecycleNode):
             return f'not active: unconfigured ({self.unconfigured_detail})'
         return f'not active: lifecycle state inactive, activate to allow it ({self.sm.detail})'
 
-    def _start(self) -> tuple[bool, str]:
+    async def _start(self) -> tuple[bool, str]:
+        """Start a rollout: the gate's word on the preflight, then the arm request naming it,
+        then RUNNING. A stop or a new preflight while the arm request is out wins: the start
+        is refused and the gate asked to hold."""
         if not self.active or self.sm is None:
             return False, self._inactive()
+        sm = self.sm
         refusal = self._verdict.refusal()
-        if refusal and self.sm.state is State.READY:
+        if refusal and sm.state is State.READY:
             return False, f'start refused: {refusal}'
+        state = sm.state
+        if state is State.RUNNING:
+            return False, 'already running'
+        if state is not State.READY:
+            return False, (f'start needs a passing preflight within the last '
+                           f'{sm.preflight_validity:g} s (state {state.name}: {sm.detail})')
+        ready = sm.generation
+        preflight = self._verdict.preflight()
+        if preflight is None:
+            return False, 'start refused: no preflight shadow chunk yet'
+        armed, why = await self._arm.arm(*preflight)
+        if not armed:
+            return False, f'start refused: {why}'
+        if sm.generation != ready:
+            self._ask_gate('start interrupted')
+            return False, 'start refused: stopped or preflighted again while arming the gate'
         try:
-            gen = self.sm.start()
+            gen = sm.start()
         except TransitionError as exc:
+            self._ask_gate('start failed')
             return False, str(exc)
         if self._gate is not None:
             self._gate.clear()     # the last stop's report is shown until a new start
+        with self._liveness_lock:
+            self._liveness.reset(time.monotonic())
         self._worker.begin(gen)
-        return True, 'rollout started'
+        return True, f'rollout started ({why})'
 
-    def _srv_start(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
-        res.success, res.message = self._start()
+    async def _srv_start(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
+        res.success, res.message = await self._start()
         return res
 
     async def _srv_stop(self, req: Trigger.Request, res: Trigger.Response) -> Trigger.Response:
@@ -559,7 +618,7 @@ class PolicyNode(AwaitingLifecycleNode):
         def publish(seq: int) -> int:
             msg.sequence = seq
             msg.shadow = self.takeover.shadow(gen)   # under the rollout lock
-            self.chunk_pub.publish(msg)
+            self._publish_chunk(msg)
             return seq
 
         seq = self.sm.publish_if_current(gen, publish)
@@ -571,6 +630,33 @@ class PolicyNode(AwaitingLifecycleNode):
             joints = obs.joints if obs.joints is not None else obs.state
             self.markers.publish(self.joints, joints, self.space.joint_path(out.output),
                                  f'RUNNING, chunk {seq}, {latency * 1e3:.0f} ms')
+
+    def _beat(self) -> None:
+        """The steady watchdog: a gap of stall_timeout since the last beat stops a RUNNING
+        rollout (the node was stopped or starved: the executor has held meanwhile)."""
+        with self._liveness_lock:
+            gap = self._liveness.beat(time.monotonic())
+        if gap is not None:
+            self._on_stall(gap)
+
+    def _publish_chunk(self, msg: ActionChunk) -> None:
+        """Publish a rollout or teleop chunk (under the rollout lock), unless the node has
+        just come back from a stall: the rollout then stops and nothing is published."""
+        with self._liveness_lock:
+            gap = self._liveness.check(time.monotonic())
+        if gap is not None and self._on_stall(gap):
+            return
+        self.chunk_pub.publish(msg)
+
+    def _on_stall(self, gap: float) -> bool:
+        """Stop a RUNNING rollout after a stall of ``gap`` s; whether it was running."""
+        if self.sm is None or self.sm.state is not State.RUNNING:
+            return False
+        reason = (f'policy_node was not scheduled for {gap:.2f} s (stall_timeout '
+                  f"{self.p['stall_timeout']:g} s: stopped or starved)")
+        self._stop_rollout('stall', reason)
+        self.get_logger().error(f'rollout stopped: {reason}; preflight and start again')
+        return True
 
     def _aggregate(self, chunk: Any) -> Any:
         """The chunk to publish: the aggregation stage (a no-op unless configured)."""
@@ -600,7 +686,7 @@ class PolicyNode(AwaitingLifecycleNode):
             if self.sm.generation != gen or self.sm.state is not State.PREFLIGHT:
                 return False, 'preflight interrupted'
             msg.sequence = self.sm.next_sequence()
-            self._verdict.expect(msg.sequence)
+            self._verdict.expect(msg.sequence, msg.policy_id)
             self.chunk_pub.publish(msg)
             self.sm.end_preflight(True, f'preflight passed ({latency * 1e3:.1f} ms); start '
                                         f"within {self.p['preflight_validity']:g} s")

@@ -17,6 +17,7 @@ from typing import Any
 from action_msgs.msg import GoalInfo
 from action_msgs.srv import CancelGoal
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
@@ -25,6 +26,7 @@ from visualization_msgs.msg import MarkerArray
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict, InterlockHeartbeat
+from egoroll_interfaces.srv import Arm
 from egoroll_ros.core.cartesian import (
     cartesian_config_from_params,
     check_cartesian,
@@ -50,6 +52,7 @@ from egoroll_ros.core.interlock import (
     Kind,
     interlock_config_from_params,
 )
+from egoroll_ros.core.liveness import Liveness
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import TrajectoryError
@@ -99,6 +102,9 @@ class SafetyGate(Node):
         self._js_history: collections.deque = collections.deque(maxlen=256)
         self._hb_allowed = False     # motion_allowed of the last heartbeat sent
         self.interlock = Interlock(interlock_config_from_params(p))
+        # The gate's watchdog on itself (core/liveness.py): not scheduled for stall_timeout
+        # (SIGSTOP, starvation) stops a live rollout before anything else is acted on.
+        self._liveness = Liveness(p['stall_timeout'])
         self._joy_map = JoyMapping.from_params(p)
         # The Quest toggle, debounced as policy_node debounces it (its edge on time, from a
         # steady timer); a press stops a live rollout here without waiting for policy_node.
@@ -127,6 +133,7 @@ class SafetyGate(Node):
         self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, reliable)
         self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
         self.create_service(Trigger, 'safety/reset', self._on_reset)
+        self.create_service(Arm, 'safety/arm', self._on_arm)
         self.create_service(Trigger, 'safety/confirm', self._on_confirm_srv)
         # safety/stop is a coroutine that awaits the executor's answers, and a coroutine holds
         # its callback group until it returns: in the node's default (mutually exclusive)
@@ -134,7 +141,10 @@ class SafetyGate(Node):
         # waits. Every other callback returns at once, so the default group serves them.
         self.create_service(Trigger, 'safety/stop', self._on_stop_srv,
                             callback_group=ReentrantCallbackGroup())
-        self.create_timer(p['watchdog_period'], self._watchdog)
+        # On the steady clock: a stalled or jumping /clock (use_sim_time) must not silence
+        # the heartbeat, the joy and joint_states timeouts or the stall detection.
+        self.create_timer(p['watchdog_period'], self._watchdog,
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._diag = DiagnosticsUpdater(self, p['diagnostics_period'], timer=True)
         self._diag.add('safety gate', self._diagnostics)
 
@@ -149,6 +159,9 @@ class SafetyGate(Node):
         if not p['require_deadman']:
             self.get_logger().warning('require_deadman is false: motion does not need the '
                                       'Quest deadman')
+        if p['stall_timeout'] <= 0.0:
+            self.get_logger().warning('stall_timeout is 0: a gate or driver that hung and '
+                                      'resumed continues the rollout without a new start')
         self.get_logger().info(f'safety gate ready: {len(self.config.joints)} joints, '
                                f'frames {list(self.config.ee_frames)}, on_reject='
                                f"{p['on_reject']}")
@@ -180,7 +193,8 @@ class SafetyGate(Node):
             self._model = None
             self._model_error = error
         self.get_logger().error(f'invalid robot model, every chunk is rejected: {error}')
-        self._stop('invalid robot model')
+        with self._lock:
+            self._execute(self.interlock.stop(f'invalid robot model: {error}'))
 
     def _on_joint_state(self, msg: JointState) -> None:
         try:
@@ -192,10 +206,22 @@ class SafetyGate(Node):
             self._js = js
             self._js_history.append(js)
 
+    def _stalled(self, now: float) -> None:
+        """Before acting on any event (caller holds the lock): a gap in the gate's own
+        scheduling of stall_timeout or longer (it was stopped or starved, and the executor
+        has held on the lost heartbeat meanwhile) stops a live rollout now, before the event
+        that woke it can forward anything."""
+        gap = self._liveness.check(now)
+        if gap is not None:
+            self._execute(self.interlock.outage(
+                f'the safety gate was not scheduled for {gap:.2f} s (stall_timeout '
+                f"{self.p['stall_timeout']:g} s: stopped or starved)"))
+
     def _on_joy(self, msg: Joy) -> None:
         now = time.monotonic()
         estop, held, confirm = self._joy_map.read(msg.axes, msg.buttons)
         with self._lock:
+            self._stalled(now)
             decisions, rising = self.interlock.joy(now, estop, held, confirm)
             self._execute(decisions)
         if self._toggle is not None:      # as policy_node's quest.toggle_button
@@ -217,6 +243,7 @@ class SafetyGate(Node):
     def _watchdog(self) -> None:
         now = time.monotonic()
         with self._lock:
+            self._stalled(now)
             js = self._js
             self._execute(self.interlock.timer(now, None if js is None else js.received))
             self._publish_heartbeat()
@@ -228,9 +255,23 @@ class SafetyGate(Node):
         self._heartbeats += 1
         self._hb_allowed = il.motion_allowed()
         hb = InterlockHeartbeat(state=il.state(), motion_allowed=self._hb_allowed,
-                                counter=self._heartbeats, fence_sequence=il.fence_published())
+                                counter=self._heartbeats, fence_sequence=il.fence_published(),
+                                detail=self._not_allowed_detail())
         hb.header.stamp = self.get_clock().now().to_msg()
         self._heartbeat_pub.publish(hb)
+
+    def _not_allowed_detail(self) -> str:
+        """Why motion is not allowed, in words (caller holds the lock); '' when it is."""
+        il = self.interlock
+        if il.estop:
+            return 'e-stop latched'
+        if il.fault is not None:
+            return f'fault latched: {il.fault}'
+        if il.stopped is not None:
+            return f'rollout stopped: {il.stopped}'
+        if il.config.require_deadman and not il.deadman_held:
+            return 'the Quest deadman is not held'
+        return ''
 
     def _execute(self, decisions: list[Decision]) -> None:
         """Carry out the interlock's decisions (caller holds the lock).
@@ -307,6 +348,7 @@ class SafetyGate(Node):
 
     def _decide(self, msg: ActionChunk, chunk: Chunk | None, verdict: Verdict) -> None:
         with self._lock:
+            self._stalled(time.monotonic())
             for k, n in verdict.counts().items():
                 self._counts[k] = self._counts.get(k, 0) + n
             real = [v for v in verdict.violations if v.check not in NOT_READY_CHECKS]
@@ -314,7 +356,7 @@ class SafetyGate(Node):
                 time.monotonic(), chunk, int(msg.sequence), shadow=bool(msg.shadow),
                 rejected=verdict.rejected, real_rejection=bool(real),
                 needs_confirmation=verdict.needs_confirmation,
-                executor_ready=self._client.server_is_ready())
+                executor_ready=self._client.server_is_ready(), policy_id=msg.policy_id)
             forwarded = self._carry_out(out, verdict)
         if verdict.rejected and not msg.shadow:
             self.get_logger().warning(f'live chunk {int(msg.sequence)} {verdict.summary} '
@@ -334,7 +376,8 @@ class SafetyGate(Node):
         """Send ``chunk`` as a goal (caller holds the lock; the interlock decided FORWARD)."""
         goal = ExecuteTrajectory.Goal(trajectory=trajectory_to_msg(chunk.trajectory),
                                       sequence=int(chunk.sequence),
-                                      source=self.get_fully_qualified_name())
+                                      source=self.get_fully_qualified_name(),
+                                      heartbeat_counter=self._heartbeats)
         goal.trajectory.header.stamp = sec_to_time(chunk.stamp)
         epoch = self.interlock.epoch
         seq = int(chunk.sequence)
@@ -388,9 +431,9 @@ class SafetyGate(Node):
         return self._cancel_all_client.call_async(CancelGoal.Request(goal_info=GoalInfo()))
 
     def _stop(self, why: str) -> None:
-        """Cancel without latching (invalid robot model, shutdown)."""
+        """Stop the rollout (shutdown): cancel, raise the fence, disarm."""
         with self._lock:
-            self._execute(self.interlock.cancel(why))
+            self._execute(self.interlock.stop(why))
 
     async def _on_stop_srv(self, request: Trigger.Request,
                            response: Trigger.Response) -> Trigger.Response:
@@ -472,6 +515,7 @@ class SafetyGate(Node):
         verdict = self._validate(chunk)
         msg = _chunk_header(chunk)
         with self._lock:
+            self._stalled(time.monotonic())
             out = self.interlock.confirmed(chunk, int(chunk.sequence),
                                            rejected=verdict.rejected,
                                            executor_ready=self._client.server_is_ready(),
@@ -484,6 +528,19 @@ class SafetyGate(Node):
 
     def _on_confirm_srv(self, request: Trigger.Request, response: Trigger.Response) -> Any:
         response.success, response.message = self._confirm()
+        return response
+
+    def _on_arm(self, request: Arm.Request, response: Arm.Response) -> Any:
+        """``safety/arm``: policy_node's start names its accepted preflight (Arm.srv)."""
+        with self._lock:
+            self._stalled(time.monotonic())
+            ok, why = self.interlock.arm(int(request.preflight_sequence), request.policy_id)
+            if ok:
+                self._publish_heartbeat()    # the first heartbeat of the armed rollout
+            response.success, response.message = ok, why
+            response.heartbeat_counter = self._heartbeats
+        log = self.get_logger()
+        log.info(f'safety/arm: {why}') if ok else log.warning(f'safety/arm refused: {why}')
         return response
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Any:
@@ -536,6 +593,8 @@ class SafetyGate(Node):
             values = [('state', state),
                       ('interlock', il.state()),
                       ('rollout_stopped', il.stopped or ''),
+                      ('armed_by_preflight', '' if il.armed_by is None else
+                       f'{il.armed_by[0]} ({il.armed_by[1][:16]})'),
                       ('disabled_checks', ','.join(sorted(self.config.disabled_checks))),
                       ('deadman_held', il.deadman_held),
                       ('require_deadman', self.p['require_deadman']),
@@ -543,7 +602,10 @@ class SafetyGate(Node):
                       ('goal_active', il.goal_active),
                       ('executor_ready', self._client.server_is_ready()),
                       ('last_forwarded_sequence', il.last_forwarded),
-                      ('last_verdict', self._last_summary)]
+                      ('last_verdict', self._last_summary),
+                      ('stall_timeout', self.p['stall_timeout']),
+                      ('stalls', self._liveness.stalls),
+                      ('longest_scheduling_gap', f'{self._liveness.max_gap:.3f}')]
             values += list(il.stats.items())
             values += [('violations.' + k, v) for k, v in sorted(self._counts.items())]
         return TaskStatus(level, state, values)

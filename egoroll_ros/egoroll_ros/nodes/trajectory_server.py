@@ -131,6 +131,10 @@ PARAMS = [
     Param('max_late_ticks', int, 50, 'Consecutive missed control deadlines that abort the goal '
           '(DEADLINE_MISSED) and hold; 0 = off (a warning is logged).', min=0, max=100000,
           read_only=True),
+    Param('stall_timeout', float, 1.0, 'One gap of at least this (s) between two control '
+          'ticks (the process was stopped or starved) aborts the goal (STALLED) and holds; the '
+          'safety gate then stops the rollout, so a hung executor never resumes motion by '
+          'itself. 0 = off (a warning is logged).', min=0.0, max=60.0, read_only=True),
     Param('path_tolerance', 'float[]', [], 'Per-joint max |measured - setpoint| while '
           'executing (rad or m); 0 = unchecked; empty = all unchecked.', min=0.0,
           read_only=True),
@@ -253,6 +257,8 @@ class TrajectoryServer(Node):
                            ('heartbeat_timeout', 'the safety gate is not supervised: a dead '
                             'gate does not stop the arm'),
                            ('max_late_ticks', 'missed control deadlines only count'),
+                           ('stall_timeout', 'a hung executor resumes its goal when it runs '
+                            'again'),
                            ('require_position_limits', 'setpoints go unchecked against '
                             'position limits until a robot model arrives')):
             if not p[name]:
@@ -292,7 +298,7 @@ class TrajectoryServer(Node):
         now = time.monotonic()
         with self._lock:
             stopped = self.core.update_heartbeat(now, msg.motion_allowed, msg.state,
-                                                 int(msg.fence_sequence))
+                                                 int(msg.fence_sequence), int(msg.counter))
             if stopped and self.interface == 'joint_trajectory' and \
                     self.core.motion is not None:
                 # As on a cancel: the downstream controller gets the stop motion now.
@@ -340,7 +346,7 @@ class TrajectoryServer(Node):
                     raise refusal
                 waiter = _Waiter(goal_handle)
                 self._waiters[key] = waiter
-                self.core.submit(goal, key)
+                self.core.submit(goal, key, int(req.heartbeat_counter))
                 self._submitted.add(key)
                 self._request_join(time.monotonic())
         except TrajectoryError as exc:

@@ -119,6 +119,10 @@ PARAMS = [
           max=1.0, read_only=True),
     Param('diagnostics_period', float, 1.0, 's between /diagnostics messages', min=0.05,
           read_only=True),
+    Param('stall_timeout', float, 1.0, 's (steady clock): the gate not scheduled this long '
+          '(its watchdog did not run: a stopped or starved process), or no joint_states this '
+          'long, stops a live rollout (a new preflight and start are needed); 0: off (a '
+          'warning is logged)', min=0.0, max=10.0, read_only=True),
     Param('stop_timeout', float, 1.0, 's safety/stop waits for the executor to confirm the '
           'hold (a goal in flight, then the cancel); longer: it reports failure', min=0.01,
           max=60.0, read_only=True),

@@ -99,6 +99,10 @@ PARAMS = [
           read_only=False),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
+    Param('stall_timeout', float, 1.0, 'Seconds (steady clock) the node may go unscheduled '
+          '(a stopped or starved process) before a RUNNING rollout stops: a policy that hung '
+          'and resumed publishes nothing more until a new preflight and start. 0: off (a '
+          'warning is logged).', min=0.0, max=10.0, read_only=True),
     Param('status_rate', float, 10.0, 'policy/status rate (Hz); diagnostics at 1 Hz.',
           min=5.0, max=100.0, read_only=True),
     Param('gate.stop_service', str, 'safety/stop', 'The safety gate service every stop (policy/'
@@ -106,6 +110,11 @@ PARAMS = [
           'and the gate forwards nothing until a new preflight; policy/stop answers success, '
           'and a deactivate completes, only once the gate confirmed the hold or it is known '
           'that it did not. Empty: no gate (stop only stops publishing; a warning is logged).',
+          read_only=True),
+    Param('gate.arm_service', str, 'safety/arm', "The safety gate's arm service (Arm.srv): a "
+          'start names its accepted preflight there and the rollout runs only once the gate '
+          "armed; while it runs, the gate's safety/heartbeat saying it disarmed (a stop, the "
+          'e-stop, a fault) ends it here too. Empty: no gate to arm (a warning is logged).',
           read_only=True),
     Param('gate.stop_timeout', float, 2.0, 'Seconds a stop waits for the gate to confirm the '
           'hold; longer: the stop is reported NOT confirmed (policy/stop fails; deactivate '

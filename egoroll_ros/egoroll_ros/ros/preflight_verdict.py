@@ -32,6 +32,7 @@ class PreflightVerdict:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._seq: int | None = None
+        self._policy_id = ''
         self._verdict: tuple[bool, str] | None = None
         self._done: Future | None = None   # resolves with _verdict
         if required:
@@ -40,10 +41,18 @@ class PreflightVerdict:
             node.get_logger().warning("parameter 'gate.require_preflight_acceptance' is false: "
                                       "start does not wait for the gate's word on the preflight")
 
-    def expect(self, sequence: int) -> None:
-        """A preflight publishes shadow chunk ``sequence`` (call before publishing it)."""
+    def expect(self, sequence: int, policy_id: str = '') -> None:
+        """A preflight publishes shadow chunk ``sequence`` of ``policy_id`` (call before
+        publishing it)."""
         with self._lock:
             self._seq, self._verdict, self._done = int(sequence), None, Future()
+            self._policy_id = policy_id
+
+    def preflight(self) -> tuple[int, str] | None:
+        """The last preflight's shadow chunk (sequence, policy id), None before any: what a
+        start names in its arm request."""
+        with self._lock:
+            return None if self._seq is None else (self._seq, self._policy_id)
 
     def _on_verdict(self, msg: GateVerdict) -> None:
         with self._lock:

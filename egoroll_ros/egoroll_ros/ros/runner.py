@@ -125,7 +125,14 @@ def run_node(factory: Callable[[], Node], args: list[str] | None = None,
         executor.add_node(node)
         interrupt.armed = False
         if not interrupt.fired:
-            executor.spin()
+            try:
+                executor.spin()
+            except Exception:
+                # rclpy's signal handler shuts the context down from its own thread while a
+                # callback may be running: that callback's publish or client call then raises
+                # (RCLError "context is invalid"). That is the shutdown, not a failure.
+                if rclpy.ok() and not interrupt.fired:
+                    raise
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except EgorollError as exc:

@@ -37,13 +37,24 @@ class CartesianRig(Rig):
         msg.header.stamp = self.tester.get_clock().now().to_msg()
         self.js_pub.publish(msg)
 
-    def send_cartesian(self, seq: int, positions, rotations, gripper=None) -> GateVerdict:
+    def arm(self, seq: int) -> None:
+        """A Cartesian preflight holding tool0 where it is, then safety/arm naming it."""
+        model = RobotModel.from_file(URDF)
+        trans, rots = model.fk(['tool0'], ARM, np.tile(Q0[:7], (5, 1)))
+        verdict = self.send_cartesian(seq, trans[0], rots[0], shadow=True)
+        assert verdict.accepted, verdict.summary
+        answer = self.armer.arm(seq, 'ab' * 32)
+        assert answer.success, answer.message
+
+    def send_cartesian(self, seq: int, positions, rotations, gripper=None,
+                       shadow: bool = False) -> GateVerdict:
         stamp = self.tester.get_clock().now().nanoseconds * 1e-9
         n = len(positions)
         arm = CartesianArmTarget('arm', 'tool0', 'base_link', np.asarray(positions),
                                  matrix_to_quat(np.asarray(rotations)),
                                  np.zeros(0) if gripper is None else np.asarray(gripper))
-        chunk = CartesianChunk(seq, 'ab' * 32, stamp, 0.05 * np.arange(1, n + 1), (arm,))
+        chunk = CartesianChunk(seq, 'ab' * 32, stamp, 0.05 * np.arange(1, n + 1), (arm,),
+                               shadow=shadow)
         start = len(self.verdicts.snapshot())
         self.chunk_pub.publish(cartesian_chunk_to_msg(chunk))
         return self.verdicts.wait_for(lambda v: v.sequence == seq, 5.0, start=start)

@@ -40,7 +40,7 @@ def _node(ros_graph, ck, **params):
             'query_frequency': 50.0, 'max_age.joint_states': 1.0,
             'cartesian.arms': ['arm'], 'cartesian.ee_frames': ['tool0'],
             'cartesian.gripper_joints': ['gripper'], 'urdf_path': str(URDF),
-            'gate.stop_service': '',   # no safety gate in these tests
+            'gate.arm_service': '', 'gate.stop_service': '',   # no safety gate in these tests
             'gate.require_preflight_acceptance': False}
     base.update(params)
     return ros_graph.add(PolicyNode(context=ros_graph.context, parameter_overrides=[

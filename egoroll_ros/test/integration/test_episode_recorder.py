@@ -39,7 +39,7 @@ def test_each_rollout_is_one_labelled_episode(ros_graph, tmp_path):
             'query_frequency': 20.0, 'status_rate': 20.0, 'max_age.camera': 0.6,
             'max_age.joint_states': 0.6,
             # no safety gate in this graph: start without its verdict on the preflight
-            'gate.require_preflight_acceptance': False}.items()]))
+            'gate.require_preflight_acceptance': False, 'gate.arm_service': ''}.items()]))
     rec = ros_graph.add(EpisodeRecorder(context=ros_graph.context, parameter_overrides=[
         Parameter(k, value=v) for k, v in {
             'out_dir': str(tmp_path / 'episodes'), 'cameras.names': ['scene'],

@@ -25,6 +25,7 @@ from egoroll_ros.core.launch_graph import describe, node_parameters
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import wait_until
+from egoroll_ros.testing.arming import GateArmer
 
 pytestmark = pytest.mark.integration
 SHARE = Path(get_package_share_directory('egoroll_ros'))
@@ -182,7 +183,7 @@ def test_bimanual_robot_half_in_a_namespace_accepts_and_executes_a_chunk(ros_gra
     joints = list(first.name)
     assert len(joints) == 16
 
-    def send(seq: int) -> GateVerdict:
+    def send(seq: int, shadow: bool = False) -> GateVerdict:
         last = states.snapshot()[-1]
         start = np.array(last.position)
         times = 0.05 * np.arange(1, 21)
@@ -191,16 +192,25 @@ def test_bimanual_robot_half_in_a_namespace_accepts_and_executes_a_chunk(ros_gra
         stamp = node.get_clock().now().nanoseconds * 1e-9
         n = len(verdicts.snapshot())
         chunks.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, JointTrajectoryData(
-            tuple(joints), times, start + np.outer(times, step), stamp=stamp))))
+            tuple(joints), times, start + np.outer(times, step), stamp=stamp),
+            shadow=shadow)))
         return verdicts.wait_for(lambda v: v.sequence == seq, 10.0, start=n)
 
     # The gate needs its model, fresh joint_states and the deadman before it accepts: the
     # first chunks may meet a gate still starting (the verdict says which check).
     seq = 0
+    armer = GateArmer(node)
+    armed = [False]
 
     def accepted() -> GateVerdict | None:
         nonlocal seq
         seq += 1
+        if not armed[0]:      # the gate starts disarmed: a preflight, then safety/arm
+            pre = send(seq, shadow=True)
+            if not pre.accepted or not armer.arm(seq, 'ab' * 32).success:
+                return None
+            armed[0] = True
+            seq += 1
         v = send(seq)
         if not v.accepted:
             assert {x.check for x in v.violations} <= NOT_READY, v.summary
@@ -209,6 +219,7 @@ def test_bimanual_robot_half_in_a_namespace_accepts_and_executes_a_chunk(ros_gra
             future = reset.call_async(Trigger.Request())
             wait_until(future.done, 10.0, 'safety/reset reply')
             node.destroy_client(reset)
+            armed[0] = False
         return v if v.accepted and v.forwarded else None
 
     wait_until(accepted, 30.0, 'an accepted bimanual chunk', interval=0.2)

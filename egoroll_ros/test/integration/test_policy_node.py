@@ -42,7 +42,7 @@ def _node(ros_graph, ck: Path, **params) -> PolicyNode:
             'policy.path': str(ck), 'query_frequency': 50.0, 'status_rate': 20.0,
             # generous: these tests are not about staleness and the machine is shared
             'max_age.joint_states': 1.0,
-            'gate.stop_service': '',   # no safety gate in these tests
+            'gate.arm_service': '', 'gate.stop_service': '',   # no safety gate in these tests
             'gate.require_preflight_acceptance': False}
     base.update(params)
     node = PolicyNode(context=ros_graph.context,

@@ -92,7 +92,7 @@ def test_two_cameras_one_compressed_feed_the_policy_and_a_frozen_one_stops_it(
               # far longer than these
               'max_age.camera': 0.6, 'max_age.joint_states': 0.6,
               # no safety gate in this graph: start without its verdict on the preflight
-              'gate.require_preflight_acceptance': False}
+              'gate.require_preflight_acceptance': False, 'gate.arm_service': ''}
     node = ros_graph.add(PolicyNode(context=ros_graph.context, parameter_overrides=[
         Parameter(k, value=v) for k, v in params.items()]))
     feeder = Feeder(ros_graph)

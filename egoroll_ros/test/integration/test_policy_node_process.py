@@ -67,7 +67,7 @@ def test_installed_node_preflights_and_runs_a_read_only_act_checkpoint(ros_graph
                            # this test is about the installed node and config, not staleness:
                            # tolerate a loaded 2-core machine
                            'max_age.camera': 2.0, 'max_age.joint_states': 2.0,
-                           'gate.stop_service': '',   # no safety gate here
+                           'gate.arm_service': '', 'gate.stop_service': '',   # no safety gate here
                            'gate.require_preflight_acceptance': False},
                    wait_services=['policy/preflight', 'policy/start', 'policy/stop'],
                    wait_publishers=['policy/chunk', 'policy/status'],

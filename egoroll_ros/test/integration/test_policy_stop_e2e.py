@@ -93,10 +93,11 @@ class Graph:
         self.mode = make_fake_checkpoint(tmp_path / 'ck', chunk_length=20, step_period=STEP,
                                          mode='drive', offset=SPEED * STEP,
                                          drive_joint=ROLL) / 'mode'
-        launcher.start('sim_robot', 'sim_robot', params=dict(
+        self.procs = {}
+        self.procs['sim_robot'] = launcher.start('sim_robot', 'sim_robot', params=dict(
             joints=ARM, initial_positions=START, max_velocity=[2.0] * 7 + [0.1],
             urdf_path=urdf), wait_publishers=['joint_states'])
-        launcher.start('trajectory_server', 'trajectory_server',
+        self.procs['trajectory_server'] = launcher.start('trajectory_server', 'trajectory_server',
                        params_files=[f'{share}/config/trajectory_server.yaml'],
                        # a descheduled sim must not latch STALE_STATE or DEADLINE_MISSED here
                        params=dict(urdf_path=urdf, state_timeout=3.0, max_late_ticks=0),
@@ -118,6 +119,7 @@ class Graph:
             'max_age.joint_states': 1.0, 'quest.toggle_button': TOGGLE,
             'quest.debounce_time': DEBOUNCE}, env=env,
             wait_services=['policy/preflight', 'policy/start', 'policy/stop'], timeout=60.0)
+        self.procs['safety_gate'], self.procs['policy_node'] = self.gate, self.policy
         node = self.node = ros_graph.node('policy_stop_tester')
         self.commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
         self.states = ros_graph.collect(node, JointState, 'joint_states',
@@ -376,3 +378,90 @@ def test_quest_toggle_deactivate_and_fault_stop_the_arm_sigkill_stops_it_by_time
     n = len(graph.commanded.snapshot())
     held = graph.commanded.wait_count(n + 30, 10.0)[n:]
     assert all(list(m.position) == list(held[0].position) for m in held)
+
+
+HANG = 2.0                   # s each node stays SIGSTOPped: twice the shipped stall_timeout
+#: s from the SIGSTOP to the last changing setpoint, per node, from what its death does:
+#: the policy: command_timeout (0.5 s); the gate: heartbeat_timeout (0.25 s); the driver:
+#: the gate's max_joint_state_age here (0.5 s), then its cancel; the executor: nothing is
+#: commanded while it is stopped (its last setpoint is the last before the SIGSTOP). Plus
+#: BOUND for a shared 2-core machine.
+HUNG_BOUND = {'policy_node': COMMAND_TIMEOUT + BOUND, 'safety_gate': 0.25 + BOUND,
+              'sim_robot': 0.5 + BOUND, 'trajectory_server': BOUND}
+
+
+@pytest.mark.parametrize('name', ['policy_node', 'safety_gate', 'trajectory_server',
+                                  'sim_robot'])
+def test_a_hung_node_holds_the_arm_and_sigcont_does_not_resume_motion(graph, name):
+    """Issue 22.4: SIGSTOP of each node mid-rollout (a hung process, not a dead one): the arm
+    comes to rest within the bound of that node's death, and after SIGCONT it stays at rest
+    (each node's stall_timeout, or the gate's for the driver, stops the rollout: a new
+    preflight and start are needed), which a second preflight and start then show."""
+    graph.run_moving()
+    proc = graph.procs[name]
+    t_stop = graph.now()
+    os.kill(proc.popen.pid, signal.SIGSTOP)
+    try:
+        threading.Event().wait(HANG)          # the hang itself, not a synchronisation
+    finally:
+        t_cont = graph.now()
+        os.kill(proc.popen.pid, signal.SIGCONT)
+    def stamps(m) -> float:  # noqa: ANN001
+        return time_to_sec(m.header.stamp)
+
+    wait_until(lambda: graph.commanded.snapshot() and
+               stamps(graph.commanded.snapshot()[-1]) > t_cont + 2.0, 15.0,
+               'setpoints 2 s after SIGCONT')
+    cm = graph.commanded.snapshot()
+
+    def changes(msgs) -> list[float]:  # noqa: ANN001
+        return [stamps(b) for a, b in zip(msgs, msgs[1:], strict=False)
+                if list(a.position) != list(b.position)]
+
+    # (the first tick after SIGCONT is stamped at its control deadline, up to a period
+    # before the resume: it belongs to "after")
+    moved = changes([m for m in cm if t_stop - 0.1 <= stamps(m) < t_cont - 0.05])
+    latency = (moved[-1] if moved else t_stop) - t_stop
+    _report(f'{name} SIGSTOP', latency, HUNG_BOUND[name])
+    after = [m for m in cm if t_cont - 0.05 <= stamps(m) <= t_cont + 2.0]
+    later = changes(after)
+    print(f'{name} SIGCONT: {len(later)} changing setpoints in the 2 s after it'
+          + (f', the last {(later[-1] - t_cont) * 1e3:+.1f} ms after it' if later else ''))
+    assert latency < HUNG_BOUND[name], f'{name}: the arm moved on {latency:.2f} s after the stop'
+    # After SIGCONT: at most the brake of a stop that starts then (the executor's own stall
+    # halt decelerates from the motion it left), never the rollout going on (0.3 rad/s).
+    rolls = [m.position[ROLL] for m in after]
+    assert len(after) > 50 and max(rolls) - min(rolls) < 0.02, \
+        f'{name}: the arm moved after SIGCONT: {min(rolls):.3f}..{max(rolls):.3f} rad'
+    assert not later or later[-1] - t_cont < BRAKE + BOUND, \
+        f'{name}: setpoints still changed {later[-1] - t_cont:.2f} s after SIGCONT'
+    # ... and a new preflight and start move it again (policy_node may still be RUNNING
+    # after a gate-side stop: stop it first)
+    graph.call('stop')
+    graph.run_moving()
+
+
+def test_a_gate_side_stop_ends_the_policy_nodes_rollout_and_only_preflight_and_start_move_again(
+        graph):
+    """Issue 23.2: safety/stop called at the gate (not through policy_node) while policy_node
+    is RUNNING: the gate disarms, policy_node follows its heartbeat and leaves RUNNING with the
+    gate's reason, nothing it publishes moves the arm, and a new preflight and start do."""
+    graph.run_moving()
+    stop = graph.node.create_client(Trigger, 'safety/stop')
+    assert stop.wait_for_service(timeout_sec=10.0)
+    n = len(graph.rollout.snapshot())
+    fut = stop.call_async(Trigger.Request())
+    wait_until(fut.done, 10.0, 'safety/stop answered')
+    assert fut.result().success, fut.result().message
+    t0 = graph.now()
+    msg = graph.rollout.wait_for(lambda m: m.state != RolloutStatus.STATE_RUNNING, 10.0,
+                                 start=n)
+    print(f'\npolicy_node left RUNNING: {msg.detail}')
+    assert 'safety gate disarmed' in msg.detail and 'safety/stop' in msg.detail, msg.detail
+    latency = graph.last_change_after(t0) - t0
+    assert latency < BRAKE + HOPS, latency
+    held = graph.roll()
+    n = len(graph.commanded.snapshot())
+    after = graph.commanded.wait_count(n + 100, 10.0)[n:]     # 1 s of setpoints
+    assert all(abs(m.position[ROLL] - held) < 1e-9 for m in after), 'moved after the stop'
+    graph.run_moving()                                        # preflight + start: moves again

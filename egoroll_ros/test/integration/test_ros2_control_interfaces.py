@@ -28,6 +28,7 @@ from egoroll_ros.core.launch_graph import describe, node_parameters
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import wait_until
+from egoroll_ros.testing.arming import GateArmer
 
 pytestmark = [pytest.mark.integration, pytest.mark.safety]
 SHARE = Path(get_package_share_directory('egoroll_ros'))
@@ -103,10 +104,24 @@ def _drive_one_joint(ros_graph, joint: str):
     ros_graph.wait_for_subscribers(chunks)
     states.wait_for(timeout=10.0)
     seq = 0
+    armer = GateArmer(node)
 
     def accepted() -> bool:
         nonlocal seq
         seq += 1
+        if seq == 1 or not v_armed[0]:      # the gate starts disarmed: preflight, then arm
+            last = states.snapshot()[-1]
+            start = np.array([last.position[list(last.name).index(j)] for j in JOINTS])
+            times = 0.05 * np.arange(1, 21)
+            stamp = node.get_clock().now().nanoseconds * 1e-9
+            n = len(verdicts.snapshot())
+            chunks.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, JointTrajectoryData(
+                tuple(JOINTS), times, np.tile(start, (20, 1)), stamp=stamp), shadow=True)))
+            pre = verdicts.wait_for(lambda v: v.sequence == seq, 10.0, start=n)
+            if not pre.accepted or not armer.arm(seq, 'ab' * 32).success:
+                return False
+            v_armed[0] = True
+            seq += 1
         last = states.snapshot()[-1]
         start = np.array([last.position[list(last.name).index(j)] for j in JOINTS])
         times = 0.05 * np.arange(1, 21)
@@ -124,7 +139,10 @@ def _drive_one_joint(ros_graph, joint: str):
             future = reset.call_async(Trigger.Request())
             wait_until(future.done, 10.0, 'safety/reset reply')
             node.destroy_client(reset)
+            v_armed[0] = False     # the rejection disarmed the gate: preflight and arm again
         return v.accepted and v.forwarded
+
+    v_armed = [False]
 
     wait_until(accepted, 30.0, 'an accepted chunk', interval=0.2)
     return accepted

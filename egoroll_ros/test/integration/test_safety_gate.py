@@ -22,6 +22,7 @@ from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import next_turn, wait_until
+from egoroll_ros.testing.arming import GateArmer
 
 pytestmark = [pytest.mark.integration, pytest.mark.safety]
 
@@ -87,10 +88,13 @@ class RecordingServer:
             return [g.sequence for g in self.goals]
 
 
+POLICY = 'ab' * 32
+
+
 class Rig:
     """The gate in-process plus a joint_states publisher, a chunk publisher and collectors."""
 
-    def __init__(self, graph, tmp_path, **params) -> None:
+    def __init__(self, graph, tmp_path, arm: bool = True, **params) -> None:
         urdf = tmp_path / 'arm.urdf'
         urdf.write_text(params.pop('urdf_text', URDF))
         values = dict(joints=ARM, urdf_path=str(urdf), ee_frames=['tool0'],
@@ -114,6 +118,16 @@ class Rig:
         graph.wait_for_publishers(self.verdicts.subscription)
         wait_until(lambda: self.gate._js is not None, 5.0, 'gate receives joint_states')
         wait_until(self.gate._client.server_is_ready, 10.0, 'gate discovers the action server')
+        self.armer = GateArmer(self.tester)
+        if arm:
+            self.arm(0)      # the gate starts disarmed: preflight 0 and a start, as policy_node
+
+    def arm(self, seq: int) -> None:
+        """A preflight ``seq`` the gate accepts, then ``safety/arm`` naming it."""
+        verdict = self.send(seq, shadow=True)
+        assert verdict.accepted, verdict.summary
+        answer = self.armer.arm(seq, POLICY)
+        assert answer.success, answer.message
 
     def _publish_js(self) -> None:
         msg = JointState(name=ARM, position=QM.tolist())
@@ -127,7 +141,7 @@ class Rig:
         pos = QM + np.outer(times, velocity) if positions is None else positions
         traj = JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp)
         start = len(self.verdicts.snapshot())
-        self.chunk_pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, traj, shadow=shadow)))
+        self.chunk_pub.publish(chunk_to_msg(Chunk(seq, POLICY, stamp, traj, shadow=shadow)))
         return self.verdicts.wait_for(lambda v: v.sequence == seq and v.shadow == shadow, 5.0,
                                       start=start)
 
@@ -185,8 +199,11 @@ def test_rejected_chunk_never_reaches_the_executor_and_hold_cancels_and_latches(
     markers = rig.markers.wait_for(lambda m: m.markers and m.markers[0].color.r > 0.5, 5.0)
     assert markers.markers[0].color.g < 0.5
     assert rig.call_reset().success
-    assert rig.send(4).forwarded
-    wait_until(lambda: rig.server.sequences() == [1, 4], 5.0, 'goal 4 after reset')
+    # the fault disarmed the gate: after the reset, a new preflight and start
+    assert [v.check for v in rig.send(4).violations] == ['rollout_stopped']
+    rig.arm(5)
+    assert rig.send(6).forwarded
+    wait_until(lambda: rig.server.sequences() == [1, 6], 5.0, 'goal 6 after reset and start')
 
 
 def test_skip_policy_drops_the_chunk_and_lets_the_running_goal_finish(make_rig):
@@ -235,7 +252,10 @@ def test_estop_cancels_the_running_goal_within_bounded_time_and_latches(rig):
     rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0]))
     wait_until(lambda: not rig.gate.interlock.estop_down, 5.0, 'e-stop released')
     assert rig.call_reset().success
-    assert rig.send(3).forwarded
+    # the e-stop disarmed the gate: the reset alone moves nothing, a new start does
+    assert [v.check for v in rig.send(3).violations] == ['rollout_stopped']
+    rig.arm(4)
+    assert rig.send(5).forwarded
 
 
 def test_deadman_release_and_stale_joy_stop_forwarding(make_rig):
@@ -305,7 +325,7 @@ def test_stale_joint_states_reject_chunks_and_cancel_the_running_goal(rig):
 
 
 def test_malformed_urdf_rejects_everything_with_the_reason(make_rig):
-    rig = make_rig(urdf_text='<robot name="x"><link name="a"')
+    rig = make_rig(urdf_text='<robot name="x"><link name="a"', arm=False)
     verdict = rig.send(1)
     assert [v.check for v in verdict.violations] == ['robot_model']
     assert 'well-formed' in verdict.violations[0].message
@@ -313,13 +333,14 @@ def test_malformed_urdf_rejects_everything_with_the_reason(make_rig):
 
 
 def test_robot_description_topic_provides_the_model(make_rig):
-    rig = make_rig(urdf_path='')
+    rig = make_rig(urdf_path='', arm=False)
     assert [v.check for v in rig.send(1).violations] == ['robot_model']
     pub = rig.tester.create_publisher(String, 'robot_description', QoSProfile(
         depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
     pub.publish(String(data=URDF))
     wait_until(lambda: rig.gate._model is not None, 5.0, 'model from robot_description')
-    assert rig.send(2).forwarded
+    rig.arm(2)
+    assert rig.send(3).forwarded
 
 
 def test_a_live_chunk_continuing_a_lagging_arm_is_forwarded_and_never_faults(rig):
@@ -355,7 +376,7 @@ def test_every_stop_raises_the_heartbeats_motion_fence_over_the_goals_sent_befor
     hb = beats.wait_for(lambda h: h.fence_sequence == 2, 5.0, start=start)
     assert hb.state == InterlockHeartbeat.STATE_STOPPED and not hb.motion_allowed
     assert all(h.fence_sequence in (0, 2) for h in beats.snapshot()[start:])
-    assert rig.send(3, shadow=True).accepted                     # re-armed
+    rig.arm(3)                                                   # re-armed
     assert rig.send(4).forwarded                                 # above the fence
     wait_until(lambda: rig.server.sequences() == [1, 2, 4], 5.0, 'goal 4')
     start = len(beats.snapshot())
@@ -400,7 +421,7 @@ def test_the_quest_toggle_stops_a_live_rollout_at_the_gate_and_a_start_press_is_
     assert [v.check for v in rig.send(2).violations] == ['rollout_stopped']
     press()                                          # stopped: a start, ignored
     assert rig.gate.interlock.stopped is not None
-    assert rig.send(3, shadow=True).accepted         # a new preflight re-arms
+    rig.arm(3)                                       # a new preflight and start re-arm
     press()                                          # the start press: ignored
     assert rig.send(4).forwarded
     wait_until(lambda: rig.server.sequences() == [1, 4], 5.0, 'goal 4')

@@ -26,6 +26,7 @@ from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import wait_until
+from egoroll_ros.testing.arming import GateArmer
 
 pytestmark = [pytest.mark.integration, pytest.mark.safety]
 
@@ -75,19 +76,25 @@ class ConfirmRig:
         graph.wait_for_publishers(self.verdicts.subscription)
         wait_until(lambda: self.gate._js is not None, 5.0, 'gate receives joint_states')
         wait_until(self.gate._client.server_is_ready, 10.0, 'gate discovers the action server')
+        # The gate starts disarmed: a preflight 0 and safety/arm, as policy_node's start.
+        pre = self.send(0, [0.0] * len(ARM), shadow=True)
+        assert pre.accepted, pre.summary
+        answer = GateArmer(self.tester).arm(0, 'ab' * 32)
+        assert answer.success, answer.message
 
     def _publish_js(self) -> None:
         msg = JointState(name=ARM, position=self.q.tolist())
         msg.header.stamp = self.tester.get_clock().now().to_msg()
         self.js_pub.publish(msg)
 
-    def send(self, seq: int, velocity, n: int = 20) -> GateVerdict:  # noqa: ANN001
+    def send(self, seq: int, velocity, n: int = 20,  # noqa: ANN001
+             shadow: bool = False) -> GateVerdict:
         stamp = self.tester.get_clock().now().nanoseconds * 1e-9
         times = 0.05 * np.arange(1, n + 1)
         traj = JointTrajectoryData(tuple(ARM), times, QM + np.outer(times, velocity),
                                    stamp=stamp)
         start = len(self.verdicts.snapshot())
-        self.chunk_pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, traj)))
+        self.chunk_pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp, traj, shadow=shadow)))
         return self.verdicts.wait_for(lambda v: v.sequence == seq, 5.0, start=start)
 
     def call_confirm(self) -> Trigger.Response:

@@ -14,6 +14,7 @@ from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import executable_path, wait_until
+from egoroll_ros.testing.arming import GateArmer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.safety]
 
@@ -75,16 +76,22 @@ def graph(ros_graph, launcher):
         'safety gate' in st.name and st.message == 'ok'              # model + joint_states in
         and KeyValue(key='executor_ready', value='True') in st.values for st in d.status),
         timeout=15.0)
+    # The gate starts disarmed: a preflight (sequence 0) and safety/arm, as policy_node's start.
+    pre, _ = _send(node, pub, verdicts, 0, [0.0] * 8, shadow=True)
+    assert pre.accepted, pre.summary
+    answer = GateArmer(node).arm(0, 'ab' * 32)
+    assert answer.success, answer.message
     return node, pub, verdicts, states
 
 
-def _send(node, pub, verdicts, seq, velocity, n=40):
+def _send(node, pub, verdicts, seq, velocity, n=40, shadow=False):
     stamp = node.get_clock().now().nanoseconds * 1e-9
     times = 0.05 * np.arange(1, n + 1)
     pos = np.array(START) + np.outer(times, velocity)
     start = len(verdicts.snapshot())
     pub.publish(chunk_to_msg(Chunk(seq, 'ab' * 32, stamp,
-                                   JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp))))
+                                   JointTrajectoryData(tuple(ARM), times, pos, stamp=stamp),
+                                   shadow=shadow)))
     return verdicts.wait_for(lambda v: v.sequence == seq, 10.0, start=start), pos
 
 

@@ -41,6 +41,7 @@ from egoroll_interfaces.msg import ActionChunk, GateVerdict
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.convert import chunk_to_msg
 from egoroll_ros.testing import ProcessLauncher, RosGraph, goal_result, wait_until
+from egoroll_ros.testing.arming import GateArmer
 from egoroll_ros.testing.pytest_plugin import isolated_domain
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.safety]
@@ -287,9 +288,14 @@ class Graph:
         return fut.result(), time.monotonic()
 
     def rearm(self) -> None:
-        """A new preflight: an accepted shadow chunk re-arms the stopped gate."""
+        """A new preflight and start: an accepted shadow chunk, then safety/arm naming it
+        (as policy_node's start), arm the stopped gate."""
         verdict, _, _ = self.send(np.zeros(len(ARM)), 20, shadow=True)
         assert verdict.accepted, verdict.summary
+        if not hasattr(self, '_armer'):
+            self._armer = GateArmer(self.node)
+        answer = self._armer.arm(int(verdict.sequence), 'ab' * 32)
+        assert answer.success, answer.message
 
     def setpoints_after(self, t0: float) -> list[tuple[float, np.ndarray]]:
         """executor/commanded setpoints stamped after ``t0`` (monotonic), with the one just
@@ -426,7 +432,10 @@ def test_out_of_order_chunk_is_dropped_and_never_reaches_the_executor(e2e):
     current = next(e2e.seq)                             # the long chunk's is current - 1
     old, _, _ = e2e.send(None, 30, seq=current - 2, ramp=ramp)   # valid but older
     assert not old.forwarded
-    assert [v.check for v in old.violations] == ['old_sequence'], old.summary
+    # (current - 2 may be the arming preflight's own sequence: then rollout_stopped too)
+    checks = [v.check for v in old.violations]
+    assert 'old_sequence' in checks and set(checks) <= {'old_sequence', 'rollout_stopped'}, \
+        old.summary
     assert e2e.goals()[goal] == GoalStatus.STATUS_EXECUTING   # the running goal goes on
     # current + 1, continuing the running motion (no jump when it preempts)
     newer, _, _ = e2e.send(None, 30, ramp=ramp)
@@ -445,8 +454,8 @@ def test_out_of_order_chunk_is_dropped_and_never_reaches_the_executor(e2e):
 
 def test_chunk_after_safety_stop_is_not_forwarded_until_a_new_preflight(e2e):
     """safety/stop (what policy/stop calls) cancels, holds, and latches "rollout stopped":
-    a valid chunk afterwards is refused with that reason, reset does not re-arm, and only an
-    accepted shadow chunk (a new preflight) does."""
+    a valid chunk afterwards is refused with that reason, reset does not re-arm, an accepted
+    shadow chunk alone does not either, and only a new preflight and start do."""
     end, goal, ramp = e2e.start_long_chunk()
     res, t_ret = e2e.call_stop()
     assert res.success and 'holds' in res.message, res.message
@@ -458,6 +467,10 @@ def test_chunk_after_safety_stop_is_not_forwarded_until_a_new_preflight(e2e):
     assert not verdict.forwarded
     assert [v.check for v in verdict.violations] == ['rollout_stopped'], verdict.summary
     e2e.ready()                                          # safety/reset: still stopped
+    verdict, _, _ = e2e.send(np.zeros(len(ARM)), 30)
+    assert [v.check for v in verdict.violations] == ['rollout_stopped'], verdict.summary
+    shadow, _, _ = e2e.send(np.zeros(len(ARM)), 30, shadow=True)   # a shadow chunk alone:
+    assert shadow.accepted                                          # accepted, but arms nothing
     verdict, _, _ = e2e.send(np.zeros(len(ARM)), 30)
     assert [v.check for v in verdict.violations] == ['rollout_stopped'], verdict.summary
     e2e.rearm()
@@ -493,14 +506,15 @@ def test_stop_race_no_setpoint_of_the_old_chunk_after_safety_stop_returns(e2e):
         # and the return (the decelerating stop, or the chunk itself)? Measured from the
         # call, not from the return: on a loaded machine the return may come well after the
         # setpoints came to rest.
-        span = e2e.setpoints_after(t_call)
-        moved += int(any(not np.array_equal(q, span[0][1]) for t, q in span if t <= t_ret))
+        pre = [q for t, q in e2e.setpoints_after(t_call - 0.1) if t <= t_call]
+        moved += int(len(pre) >= 2 and not np.array_equal(pre[-1], pre[-2]))
         e2e.rearm()
-    print(f'\nstop race: {RACE_REPS} repetitions, {moved} stopped while the setpoint moved')
-    # The race was real: stops hit a moving arm (15 of 100 measured on a fresh clone, 9 beside
-    # two nice-10 busy processes: the short chunk is more often over before the call). Set-up
-    # validity, not the safety assertion above, which holds for every repetition.
-    assert moved >= RACE_REPS // 20
+    print(f'\nstop race: {RACE_REPS} repetitions, {moved} called while the setpoints moved')
+    # The race was real: the stop was called while the chunk moved the setpoints (the last
+    # two setpoints before the call differ). Set-up validity, not the safety assertion above,
+    # which holds for every repetition. (Counting setpoint changes between the call and the
+    # return instead measured the service's round trip: 4-15 of 100.)
+    assert moved >= RACE_REPS // 2
 
 
 CROSSING_REPS = 40

@@ -28,6 +28,7 @@ from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.convert import chunk_to_msg, trajectory_to_msg
 from egoroll_ros.testing import wait_until
+from egoroll_ros.testing.arming import GateArmer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.safety]
 
@@ -99,6 +100,7 @@ class Supervised:
 
         self._thread = threading.Thread(target=hold_deadman, daemon=True)
         self._thread.start()
+        self.armer = GateArmer(node)
         self.states.wait_for(timeout=10.0)
         self.offset = time.time() - time.monotonic()
 
@@ -126,6 +128,11 @@ class Supervised:
         for _ in range(50):
             q0 = np.array(self.states.snapshot()[-1].position)
             pre = self.send(q0, shadow=True)
+            if pre.accepted:     # the start: safety/arm naming the preflight
+                answer = self.armer.arm(int(pre.sequence), 'ab' * 32)
+                if not answer.success:
+                    time.sleep(0.1)
+                    continue
             v = self.send(q0)
             if pre.accepted and v.forwarded and wait_until_or_none(
                     lambda q=q0: abs(self.commanded.snapshot()[-1].position[ROLL] - q[ROLL])

@@ -243,11 +243,12 @@ def test_the_interlock_runs_over_quest_joy(setup):
     assert all('estop' in c['blocked_by'] for c in rep['chunk_list'][9:])
     il = rep['interlock']
     assert il['simulated'] and il['forwarded'] == 6 and il['blocked_by_check'] == {
-        'deadman': 3, 'estop': 2}
+        'deadman': 3, 'estop': 2, 'rollout_stopped': 2}     # the e-stop disarms the gate
     rows = [(s['condition'], s['reason'], round(s['start'], 6), round(s['end'], 6), s['open'])
             for s in il['stretches']]
     assert rows == [('deadman', 'deadman released', 0.3, 0.6, False),
                     ('estop', 'e-stop pressed', 0.9, 0.95, False),
+                    ('stopped', 'rollout stopped: e-stop pressed', 0.9, 1.0, True),
                     ('estop', 'e-stop latched (released; no safety/reset in a bag)', 0.95,
                      1.0, True)]
     # the output bag's verdicts say what the gate would have published

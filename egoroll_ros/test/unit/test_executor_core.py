@@ -111,11 +111,11 @@ class Rig:
         self.outcomes = []
         self.core.update_measured(self.q, None, self.t)
 
-    def goal(self, times, pos, seq, key=None, **kw):
+    def goal(self, times, pos, seq, key=None, heartbeat=0, **kw):
         g = validate_goal(_traj(times, pos, **kw), seq, 't', config=self.core.config,
                           last_sequence=self.core.last_sequence, ros_now=self.t,
                           mono_now=self.t, measured=self.core.measured)
-        self.core.submit(g, key if key is not None else seq)
+        self.core.submit(g, key if key is not None else seq, heartbeat)
         return g
 
     def run(self, seconds, fresh=True):
@@ -361,12 +361,12 @@ def test_a_stalled_or_jumping_ros_clock_cannot_disable_the_heartbeat_watchdog():
 # (heartbeat_timeout 0 here: the fence acts whether or not the heartbeat's age is supervised)
 def test_a_goal_at_or_below_the_fence_is_refused_fenced_one_above_runs():
     rig = Rig()
-    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=7)
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=7, counter=1)
     for seq in (5, 7):
         assert _code(lambda s=seq: rig.goal([0.5], [[0.5, 0.5]], seq=s)) == 'FENCED'
     assert rig.core.last_sequence is None      # a refused goal is not the last accepted one
-    rig.goal([0.5], [[0.5, 0.5]], seq=8)
-    rig.core.update_heartbeat(rig.t, True, 'ok', fence=7)
+    rig.goal([0.5], [[0.5, 0.5]], seq=8, heartbeat=2)
+    rig.core.update_heartbeat(rig.t, True, 'ok', fence=7, counter=2)
     rig.run(0.7)
     assert rig.codes() == [(8, 'SUCCESSFUL')]
 
@@ -411,13 +411,14 @@ def test_a_fence_over_a_pending_goal_ends_it_before_it_moves():
 
 def test_a_fence_below_the_running_goal_never_touches_it_a_crossing_heartbeat_is_harmless():
     """A heartbeat with the fence of an earlier stop arriving after a newer goal (the two
-    topics are unordered) leaves the newer goal running."""
+    topics are unordered) leaves the newer goal running: its counter says it was sent before
+    the goal."""
     rig = Rig()
-    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=5)
-    rig.goal([0.5], [[0.5, 0.5]], seq=6)
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=5, counter=1)
+    rig.goal([0.5], [[0.5, 0.5]], seq=6, heartbeat=3)
     rig.run(0.1)
-    assert not rig.core.update_heartbeat(rig.t, False, 'stopped', fence=5)   # late copy
-    assert not rig.core.update_heartbeat(rig.t, True, 'ok', fence=2)         # older, reordered
+    assert not rig.core.update_heartbeat(rig.t, False, 'stopped', fence=5, counter=2)  # late
+    assert not rig.core.update_heartbeat(rig.t, True, 'ok', fence=2, counter=3)
     rig.run(0.6)
     assert rig.codes() == [(6, 'SUCCESSFUL')] and rig.core.fence == 5
 
@@ -436,8 +437,8 @@ def test_a_fence_over_the_running_goal_lets_a_newer_pending_goal_take_over_from_
     rig.core.update_heartbeat(rig.t, True, 'ok')
     rig.goal([2.0], [[1.0, 1.0]], seq=3)
     rig.run(0.3)
-    rig.goal([0.5], [[0.2, 0.2]], seq=4)          # forwarded after a re-arm
-    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=3)
+    rig.goal([0.5], [[0.2, 0.2]], seq=4, heartbeat=2)   # forwarded after a re-arm
+    rig.core.update_heartbeat(rig.t, False, 'stopped', fence=3, counter=1)
     rig.outcomes += rig.core.take_outcomes()
     rig.run(1.0)
     assert rig.codes() == [(3, 'FENCED'), (4, 'SUCCESSFUL')]
@@ -625,3 +626,88 @@ def test_config_from_params_takes_each_field_from_the_parameter_of_its_name():
     assert {f.name for f in dataclasses.fields(ExecutorConfig)} <= names   # each has its param
     with pytest.raises(ConfigError, match="'max_velocity'"):
         ExecutorConfig.from_params({**p, 'max_velocity': [1.0]})
+
+
+# ---- the executor holds on the gate's word (issue 23.3) ----------------------------------
+@pytest.mark.parametrize('state', ['estop', 'stopped', 'fault', 'deadman_released'])
+def test_a_heartbeat_sent_after_the_goal_that_forbids_motion_halts_it_at_once(state):
+    """Independently of the cancel-all: the running goal ends INTERLOCK in the call that
+    delivers the heartbeat, and the setpoints hold from the next tick on."""
+    rig = Rig(heartbeat_timeout=0.2)
+    rig.core.update_heartbeat(rig.t, True, 'ok', counter=10)
+    rig.goal([2.0], [[1.0, 1.0]], seq=1, heartbeat=10)
+    for _ in range(15):
+        rig.core.update_heartbeat(rig.t, True, 'ok', counter=10)
+        rig.run(0.02)
+    moving = rig.setpoints[-1].positions.copy()
+    assert moving[0] > 0.0
+    assert rig.core.update_heartbeat(rig.t, False, state, counter=11)
+    assert [(o.key, o.code) for o in rig.core.take_outcomes()] == [(1, 'INTERLOCK')]
+    n = len(rig.setpoints)
+    for _ in range(20):
+        rig.core.update_heartbeat(rig.t, False, state, counter=12)
+        rig.run(0.02)
+    assert all(np.array_equal(s.positions, moving) for s in rig.setpoints[n:])
+
+
+def test_a_goal_claiming_a_far_future_heartbeat_is_still_halted_by_the_next_ones():
+    """A goal's heartbeat claim is bounded to HEARTBEAT_LEAD beyond the newest received: a
+    goal that claims 10**18 (any node can write it) is halted by the heartbeats after that."""
+    from egoroll_ros.core.executor import HEARTBEAT_LEAD
+
+    rig = Rig(heartbeat_timeout=0.2)
+    rig.core.update_heartbeat(rig.t, True, 'ok', counter=100)
+    rig.goal([2.0], [[1.0, 1.0]], seq=1, heartbeat=10**18)
+    rig.run(0.02)
+    assert not rig.core.update_heartbeat(rig.t, False, 'estop', counter=100 + HEARTBEAT_LEAD)
+    assert rig.core.update_heartbeat(rig.t, False, 'estop', counter=101 + HEARTBEAT_LEAD)
+    rig.outcomes += rig.core.take_outcomes()
+    assert rig.codes() == [(1, 'INTERLOCK')]
+
+
+def test_a_restarted_gates_first_heartbeat_forbidding_motion_halts_every_goal():
+    """A counter below the newest one is a new gate: its word covers every goal."""
+    rig = Rig(heartbeat_timeout=0.2)
+    rig.core.update_heartbeat(rig.t, True, 'ok', counter=500)
+    rig.goal([2.0], [[1.0, 1.0]], seq=1, heartbeat=500)
+    rig.run(0.1)
+    assert rig.core.update_heartbeat(rig.t, False, 'stopped', counter=1)
+    rig.outcomes += rig.core.take_outcomes()
+    assert rig.codes() == [(1, 'INTERLOCK')]
+
+
+# ---- a stalled control loop (issue 22.4) -------------------------------------------------
+def test_a_stalled_control_loop_ends_the_goal_stalled_and_refuses_goals_until_the_gate_stops():
+    rig = Rig(heartbeat_timeout=0.5, stall_timeout=1.0)
+    rig.core.update_heartbeat(rig.t, True, 'ok', counter=1)
+    rig.goal([5.0], [[2.0, 2.0]], seq=1, heartbeat=1)
+    for _ in range(10):
+        rig.core.update_heartbeat(rig.t, True, 'ok', counter=1)
+        rig.run(0.02)
+    before = rig.setpoints[-1].positions.copy()
+    # the process was stopped for 1.5 s: the next tick learns it from its missed deadlines
+    rig.t += 1.5
+    rig.core.update_heartbeat(rig.t, True, 'ok', counter=2)     # queued while stalled
+    rig.core.note_deadline(rig.t, int(1.5 / DT))
+    rig.outcomes += rig.core.take_outcomes()
+    assert rig.codes() == [(1, 'STALLED')]
+    rig.run(0.1)
+    # held exactly at the last setpoint sent before the gap (the driver held it meanwhile)
+    assert all(np.array_equal(s.positions, before) for s in rig.setpoints[-10:])
+    # a goal queued while stalled is refused until the gate says the rollout is stopped
+    err = rig.core.admission_error(rig.t, 2)
+    assert err is not None and err.code == 'STALLED'
+    rig.core.update_heartbeat(rig.t, False, 'stopped', counter=3)
+    assert rig.core.admission_error(rig.t, 2).code == 'INTERLOCK'
+    rig.core.update_heartbeat(rig.t, True, 'ok', counter=4)      # a new preflight and start
+    assert rig.core.admission_error(rig.t, 2) is None
+
+
+def test_a_gap_shorter_than_the_stall_timeout_is_only_late_ticks():
+    rig = Rig(heartbeat_timeout=0.0, stall_timeout=1.0)
+    rig.goal([5.0], [[2.0, 2.0]], seq=1)
+    rig.run(0.1)
+    rig.t += 0.5
+    rig.core.note_deadline(rig.t, int(0.5 / DT))
+    rig.run(0.1)
+    assert rig.codes() == [] and rig.core.late_ticks >= int(0.5 / DT)

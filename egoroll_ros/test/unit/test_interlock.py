@@ -26,15 +26,27 @@ def kinds(decisions):
     return [d.kind for d in decisions]
 
 
+POLICY = 'p' * 64
+
+
 def armed(**kw) -> Interlock:
+    """An interlock with the deadman held, armed by an accepted preflight 0."""
     il = Interlock(InterlockConfig(**kw))
     il.joy(0.0, estop_down=False, deadman_held=True, confirm_down=False)
+    arm(il, 0)
     return il
+
+
+def arm(il, seq, policy=POLICY):
+    """A preflight ``seq`` accepted, then the start's arm request naming it."""
+    good(il, seq, shadow=True, policy_id=policy)
+    ok, why = il.arm(seq, policy)
+    assert ok, why
 
 
 def good(il, seq, now=0.0, **kw):
     args = dict(shadow=False, rejected=False, real_rejection=False, needs_confirmation=False,
-                executor_ready=True)
+                executor_ready=True, policy_id=POLICY)
     args.update(kw)
     return il.chunk(now, f'chunk{seq}', seq, **args)
 
@@ -53,6 +65,7 @@ def test_shadow_chunk_is_never_forwarded():
 
 def test_deadman_not_held_blocks_and_releasing_it_cancels():
     il = Interlock(InterlockConfig())
+    arm(il, 0)
     out = good(il, 1)
     assert not out.forwarded and [b.check for b in out.blocks] == ['deadman']
     il.joy(0.0, False, True, False)
@@ -68,12 +81,15 @@ def test_estop_cancels_latches_and_reset_needs_release():
     decisions, _ = il.joy(0.1, True, True, False)
     assert kinds(decisions) == [Kind.CANCEL, Kind.LATCH]
     assert il.state() == STATE_ESTOP and not il.motion_allowed()
-    assert [b.check for b in good(il, 2).blocks] == ['estop']
+    assert [b.check for b in good(il, 2).blocks] == ['estop', 'rollout_stopped']
     ok, why = il.reset()
     assert not ok and 'still pressed' in why
     il.joy(0.2, False, True, False)
     assert il.reset()[0]
-    assert good(il, 3).forwarded
+    # the e-stop disarmed the gate: a new preflight and start, not the reset, arm it again
+    assert [b.check for b in good(il, 3).blocks] == ['rollout_stopped']
+    arm(il, 4)
+    assert good(il, 5).forwarded
 
 
 def test_rejection_under_hold_cancels_and_latches_a_fault():
@@ -82,8 +98,11 @@ def test_rejection_under_hold_cancels_and_latches_a_fault():
     out = good(il, 2, rejected=True, real_rejection=True)
     assert kinds(out.decisions) == [Kind.CANCEL, Kind.LATCH]
     assert il.state() == STATE_FAULT
-    assert [b.check for b in good(il, 3).blocks] == ['latched_fault']
-    assert il.reset()[0] and good(il, 4).forwarded
+    assert [b.check for b in good(il, 3).blocks] == ['latched_fault', 'rollout_stopped']
+    assert il.reset()[0]
+    assert [b.check for b in good(il, 4).blocks] == ['rollout_stopped']
+    arm(il, 5)
+    assert good(il, 6).forwarded
 
 
 def test_not_ready_rejection_cancels_without_a_fault():
@@ -132,23 +151,123 @@ def test_stale_joint_states_cancel_a_running_goal_only():
     assert kinds(il.timer(1.0, None)) == [Kind.CANCEL]
 
 
-def test_stop_cancels_and_blocks_until_a_newer_accepted_shadow_chunk():
+def test_stop_cancels_and_blocks_until_a_preflight_accepted_after_it_and_an_arm():
     il = armed()
     good(il, 5)
     decisions = il.stop('policy/stop')
     assert kinds(decisions) == [Kind.CANCEL, Kind.LATCH] and il.state() == STATE_STOPPED
     assert [b.check for b in good(il, 6).blocks] == ['rollout_stopped']
-    # A shadow chunk older than the stop (a late preflight) does not re-arm; a rejected one
-    # does not either.
-    good(il, 4, shadow=True)
-    good(il, 7, shadow=True, rejected=True, real_rejection=True)
+    # an accepted shadow chunk changes nothing by itself; a rejected one cannot be armed by
+    good(il, 7, shadow=True)
     assert il.state() == STATE_STOPPED
+    good(il, 8, shadow=True, rejected=True, real_rejection=True)
+    assert not il.arm(8, POLICY)[0]
     il.reset()
     assert il.state() == STATE_STOPPED          # reset does not clear a stop
-    good(il, 8, shadow=True)
-    assert il.state() == STATE_OK
-    assert [b.check for b in good(il, 8).blocks] == ['rollout_stopped']  # not past preflight
+    ok, why = il.arm(7, POLICY)
+    assert ok and il.state() == STATE_OK, why
+    assert [b.check for b in good(il, 7).blocks] == ['rollout_stopped']  # not past preflight
     assert good(il, 9).forwarded
+
+
+def test_the_gate_starts_disarmed_and_a_shadow_chunk_never_arms_it():
+    il = Interlock(InterlockConfig())
+    il.joy(0.0, False, True, False)
+    assert il.state() == STATE_STOPPED and 'started disarmed' in il.stopped
+    for seq in (1, 2, 3):
+        good(il, seq, shadow=True)
+    assert il.state() == STATE_STOPPED
+    assert [b.check for b in good(il, 4).blocks] == ['rollout_stopped']
+
+
+def test_a_stop_during_a_takeover_holds_against_the_shadow_chunks_that_follow():
+    """Issue 23 reproduction 1: forward 1..10, stop, a shadow 11 (the policy in shadow during a
+    takeover) used to re-arm and let live 12 through."""
+    il = armed()
+    for seq in range(1, 11):
+        assert good(il, seq).forwarded
+    il.stop('safety/stop')
+    good(il, 11, shadow=True)
+    assert il.state() == STATE_STOPPED
+    out = good(il, 12)
+    assert not out.forwarded and 'rollout_stopped' in [b.check for b in out.blocks]
+
+
+def test_an_arm_request_naming_a_preflight_from_before_the_stop_or_a_duplicate_after_it_fails():
+    il = Interlock(InterlockConfig())
+    il.joy(0.0, False, True, False)
+    good(il, 10, shadow=True)
+    assert il.arm(10, POLICY)[0]
+    assert il.arm(10, POLICY) == (True, 'already armed by preflight 10')   # duplicate: no-op
+    assert good(il, 11).forwarded
+    il.stop('policy/stop')
+    ok, why = il.arm(10, POLICY)          # the duplicate arriving after a newer stop
+    assert not ok and 'not accepted by the gate since the last stop' in why
+    good(il, 12, shadow=True)             # a preflight after the stop, but another policy's
+    ok, why = il.arm(12, 'q' * 64)
+    assert not ok and 'came from policy' in why
+    assert il.state() == STATE_STOPPED
+
+
+def test_arming_is_refused_while_the_estop_or_a_fault_is_latched():
+    il = Interlock(InterlockConfig())
+    il.joy(0.0, True, True, False)
+    good(il, 1, shadow=True)
+    ok, why = il.arm(1, POLICY)
+    assert not ok and 'e-stop' in why
+    il.joy(0.1, False, True, False)
+    il.reset()
+    good(il, 2, shadow=True)
+    assert il.arm(2, POLICY)[0]
+
+
+def test_a_chunk_far_beyond_the_preflight_is_refused_and_moves_no_floor():
+    """Issue 23 reproduction 3b: one chunk with sequence 2**64-1 poisoned the floor."""
+    from egoroll_ros.core.interlock import MAX_SEQUENCE_LEAD
+
+    il = armed()
+    out = good(il, 2**64 - 1)
+    assert not out.forwarded and [b.check for b in out.blocks] == ['sequence']
+    out = good(il, MAX_SEQUENCE_LEAD + 1)
+    assert [b.check for b in out.blocks] == ['sequence']
+    assert good(il, MAX_SEQUENCE_LEAD).forwarded
+    il.stop('x')
+    good(il, MAX_SEQUENCE_LEAD + 5, shadow=True)
+    assert il.arm(MAX_SEQUENCE_LEAD + 5, POLICY)[0]    # the stop floor was never poisoned
+    assert good(il, MAX_SEQUENCE_LEAD + 6).forwarded
+
+
+def test_live_chunks_must_come_from_the_armed_policy_or_the_operator():
+    from egoroll_ros.core.interlock import OPERATOR_ID
+
+    il = armed()
+    out = good(il, 1, policy_id='q' * 64)
+    assert [b.check for b in out.blocks] == ['policy_id']
+    assert good(il, 2, policy_id=OPERATOR_ID).forwarded
+    assert good(il, 3).forwarded
+
+
+@pytest.mark.parametrize('stop', [
+    pytest.param(lambda il: il.stop('safety/stop'), id='stop'),
+    pytest.param(lambda il: il.toggle(5.0), id='toggle'),
+    pytest.param(lambda il: il.joy(5.0, True, True, False), id='estop'),
+    pytest.param(lambda il: good(il, 99, now=5.0, rejected=True, real_rejection=True),
+                 id='fault'),
+    pytest.param(lambda il: il.timer(5.0 + 1.0, 6.0), id='quest_joy_lost'),
+    pytest.param(lambda il: il.outage('the gate was not scheduled for 2 s'), id='outage'),
+    pytest.param(lambda il: il.goal_halted(1, 'STALLED'), id='executor_halt'),
+])
+def test_every_stop_of_any_kind_disarms_and_only_a_new_preflight_and_arm_rearm(stop):
+    il = armed(joy_timeout=0.5)
+    il.joy(4.9, False, True, False)
+    assert good(il, 1, now=4.9).forwarded
+    stop(il)
+    assert il.stopped is not None and il.armed_by is None
+    il.joy(6.0, False, True, False)
+    il.reset()
+    assert not good(il, 2, now=6.0).forwarded
+    arm(il, 3)
+    assert good(il, 4, now=6.0).forwarded
 
 
 def test_executor_unavailable_is_the_reason_in_the_verdict():
@@ -163,9 +282,9 @@ def test_a_shadow_chunk_is_not_accepted_while_no_executor_could_take_the_live_on
     il.stop('stopped by request')
     out = good(il, 1, shadow=True, executor_ready=False)
     assert [b.check for b in out.blocks] == ['executor_unavailable'] and not out.forwarded
-    assert il.state() == STATE_STOPPED              # a blocked preflight does not re-arm
-    assert not good(il, 2, shadow=True).blocks      # the executor discovered: it does
-    assert il.state() == STATE_OK
+    assert not il.arm(1, POLICY)[0]                 # a blocked preflight cannot be armed by
+    assert not good(il, 2, shadow=True).blocks      # the executor discovered: it can
+    assert il.arm(2, POLICY)[0] and il.state() == STATE_OK
 
 
 def test_latches_do_not_block_a_shadow_chunk_a_dry_run_is_checked_with_the_estop_pressed():
@@ -181,7 +300,9 @@ def test_reset_keeps_the_sequence_floor_the_executor_enforces():
     il.joy(0.1, True, True, False)
     il.joy(0.2, False, True, False)
     assert il.reset()[0]
-    out = good(il, 10)
+    arm(il, 11)
+    good(il, 12)
+    out = good(il, 12)
     assert not out.forwarded and [b.check for b in out.blocks] == ['old_sequence']
 
 
@@ -232,7 +353,7 @@ def test_the_fence_never_falls_and_goals_after_a_rearm_are_above_it():
     good(il, 5)
     il.stop('first')
     assert il.fence == 5
-    good(il, 6, shadow=True)                 # re-armed by a new preflight
+    arm(il, 6)                               # re-armed by a new preflight and start
     assert il.state() == STATE_OK
     out = good(il, 7)
     assert out.forwarded and 7 > il.fence    # never fenced by the fence of the stop before
@@ -296,7 +417,8 @@ def test_config_refuses_bad_values_naming_the_parameter():
 @pytest.mark.race
 def test_stop_race_no_forward_after_stop_10000_random_interleavings():
     """A stop at a random point in a stream of chunks: after it, nothing is forwarded until
-    an accepted shadow chunk newer than everything before the stop; 10,000 repetitions."""
+    a preflight accepted after the stop and an arm naming it; a late arm naming a preflight
+    older than the stop arms nothing; 10,000 repetitions."""
     rng = random.Random(13)
     for _ in range(10_000):
         il = armed()
@@ -314,8 +436,13 @@ def test_stop_race_no_forward_after_stop_10000_random_interleavings():
         late_shadow = rng.randrange(0, floor + 1)    # a delayed preflight of before the stop
         good(il, late_shadow, shadow=True)
         assert il.state() == STATE_STOPPED
+        if il.last_forwarded is not None and late_shadow <= il.last_forwarded:
+            assert not il.arm(late_shadow, POLICY)[0]
+            assert il.state() == STATE_STOPPED
         seq += 1
-        good(il, seq, shadow=True)
+        assert not good(il, seq).forwarded
+        seq += 1
+        arm(il, seq)
         assert good(il, seq + 1).forwarded
 
 
@@ -345,7 +472,7 @@ def test_a_toggle_press_before_any_live_chunk_since_the_rearm_is_a_start_and_is_
     assert il.toggle(pressed_at=0.5) == []                 # start-up: no rollout yet
     good(il, 5, now=1.0)
     il.stop('policy/stop')
-    good(il, 6, now=2.0, shadow=True)                      # the preflight re-arms
+    arm(il, 6)                                             # preflight and start re-arm
     assert il.state() == STATE_OK
     assert il.toggle(pressed_at=3.0) == []                 # the start press
     assert il.state() == STATE_OK
@@ -417,6 +544,8 @@ def test_a_goal_the_executor_held_on_its_own_stops_the_rollout_until_a_new_prefl
     assert il.state() == STATE_STOPPED and not il.goal_active
     assert not good(il, 2).forwarded
     assert good(il, 3, shadow=True).decisions == []
+    assert il.state() == STATE_STOPPED
+    arm(il, 3)
     assert il.state() == STATE_OK and good(il, 4).forwarded
 
 
@@ -438,3 +567,54 @@ def test_a_halt_reported_after_a_stop_changes_nothing():
     il.stop('stop requested')
     reason = il.stopped
     assert il.goal_halted(1, 'PATH_TOLERANCE_VIOLATED') == [] and il.stopped == reason
+
+
+# ---- outages: a hung driver or a hung gate that comes back (issue 22.4) ------------------
+def test_joint_states_missing_for_the_stall_timeout_stop_a_live_rollout():
+    il = armed(stall_timeout=1.0, max_joint_state_age=0.2, joy_timeout=10.0)
+    assert good(il, 1, now=0.0).forwarded
+    out = il.timer(0.5, joint_state_received=0.0)     # stale: the goal is canceled only
+    assert Kind.CANCEL in kinds(out) and il.stopped is None
+    out = il.timer(1.0, joint_state_received=0.0)     # the driver is gone for 1 s: stop
+    assert il.state() == STATE_STOPPED and 'no joint_states for 1.00 s' in il.stopped
+    # the driver comes back: nothing is forwarded until a new preflight and start
+    il.timer(1.1, joint_state_received=1.1)
+    assert [b.check for b in good(il, 2, now=1.1).blocks] == ['rollout_stopped']
+
+
+def test_a_joint_states_gap_shorter_than_the_stall_timeout_leaves_the_rollout_armed():
+    il = armed(stall_timeout=1.0, max_joint_state_age=0.2, joy_timeout=10.0)
+    good(il, 1, now=0.0)
+    il.timer(0.9, joint_state_received=0.0)
+    assert il.stopped is None
+    assert good(il, 2, now=0.95).forwarded
+
+
+def test_an_outage_before_the_rollout_went_live_or_while_stopped_changes_nothing():
+    il = armed(stall_timeout=1.0)
+    assert il.outage('the gate was not scheduled for 3 s') == []
+    assert il.stopped is None
+    good(il, 1)
+    assert kinds(il.outage('the gate was not scheduled for 3 s')) == [Kind.CANCEL, Kind.LATCH]
+    assert il.outage('again') == [] and il.state() == STATE_STOPPED
+
+
+def test_the_stall_timeout_off_never_stops_for_a_joint_states_outage():
+    il = armed(stall_timeout=0.0, max_joint_state_age=0.2, joy_timeout=1000.0)
+    good(il, 1)
+    il.timer(100.0, joint_state_received=0.0)
+    assert il.stopped is None
+
+
+def test_an_executor_stall_is_an_executor_halt_that_stops_the_rollout():
+    il = armed()
+    good(il, 1)
+    assert 'STALLED' in EXECUTOR_HALTS
+    assert Kind.CANCEL in kinds(il.goal_halted(1, 'STALLED'))
+    assert il.state() == STATE_STOPPED
+
+
+def test_the_stall_timeout_must_be_finite_and_not_negative():
+    for bad in (-1.0, float('nan'), float('inf')):
+        with pytest.raises(ConfigError, match='stall_timeout'):
+            InterlockConfig(stall_timeout=bad)

@@ -55,10 +55,13 @@ def test_joy_going_quiet_is_a_stale_stretch_from_the_watchdog():
     sim.joy(0.0, HELD, UP)
     assert offer(sim, 1, 0.05)
     assert not offer(sim, 2, 0.3)      # no quest/joy since 0.0: stale after 0.1 s
-    (st,) = sim.report(0.3, 0.0)['stretches']
+    st, stopped = sim.report(0.3, 0.0)['stretches']
     assert st['condition'] == 'deadman' and st['reason'] == 'quest/joy stale'
     # the watchdog ticks every 0.02 s: the first tick after 0.1 s of silence
     assert 0.1 < st['start'] <= 0.12 + 1e-9 and st['open']
+    # the Quest link lost during a live rollout disarms the gate (a new start is needed)
+    assert stopped['condition'] == 'stopped' and 'Quest link is lost' in stopped['reason']
+    assert stopped['start'] == st['start'] and stopped['open']
 
 
 def test_an_estop_latches_until_the_end_of_the_bag():
@@ -72,6 +75,7 @@ def test_an_estop_latches_until_the_end_of_the_bag():
     rows = [(s['condition'], s['reason'], round(s['start'], 6), round(s['end'], 6), s['open'])
             for s in sim.report(1.0, 0.0)['stretches']]
     assert rows == [('estop', 'e-stop pressed', 0.4, 0.5, False),
+                    ('stopped', 'rollout stopped: e-stop pressed', 0.4, 1.0, True),
                     ('estop', 'e-stop latched (released; no safety/reset in a bag)', 0.5, 1.0,
                      True)]
 
@@ -89,7 +93,7 @@ def test_a_rejection_latches_a_fault_under_hold_but_not_under_skip():
     assert not offer(hold, 1, 0.1, rejected=True, checks=('max_step',))
     assert not offer(hold, 2, 0.2)
     assert hold.fate(1).note == 'rejected by the checks'
-    assert hold.fate(2).blocked_by == ['latched_fault']
+    assert hold.fate(2).blocked_by == ['latched_fault', 'rollout_stopped']   # disarmed too
     skip = make(on_reject='skip')
     skip.joy(0.0, HELD, UP)
     assert not offer(skip, 1, 0.1, rejected=True, checks=('max_step',))
