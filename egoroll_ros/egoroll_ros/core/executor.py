@@ -15,7 +15,7 @@ Error codes are the names of the ``ExecuteTrajectory`` result constants (see :da
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 import dataclasses
 from dataclasses import dataclass, field
 import math
@@ -783,42 +783,35 @@ class ExecutorCore:
         every goal) said motion is not allowed; stop."""
         why = f"the safety gate's heartbeat says motion is not allowed (state " \
             f"{state or 'unknown'}); " + self.config.stop_behavior
-        ended = False
-        p = self._pending
-        if p is not None and (counter is None or counter > p.heartbeat):
-            self._end(p, 'INTERLOCK', why, now)
-            self._pending = None
-            self._drop_join()
-            self.join_wanted = False
-            ended = True
-        a = self._active
-        if a is not None and (counter is None or counter > a.heartbeat):
-            self._end(a, 'INTERLOCK', why, now)
-            self._active = None
-            ended = True
-            self._stop(self._stop_start(now))
-        return ended
+        return self._end_goals_where(
+            lambda g: counter is None or counter > g.heartbeat, 'INTERLOCK', why, now)
 
     def _apply_fence(self, now: float) -> bool:
-        """End the pending and the active goal when at or below the fence; stop."""
+        """End the pending and the active goal when at or below the fence; stop. A pending
+        goal above the fence (forwarded after a re-arm) adopts at the next tick from the
+        measured state, as after any halt."""
         fence = self.fence
         why = f"at or below the interlock's motion fence {fence} (the safety gate stopped " \
             'motion); ' + self.config.stop_behavior
+        return self._end_goals_where(lambda g: g.goal.sequence <= fence, 'FENCED', why, now)
+
+    def _end_goals_where(self, ends: Callable[[_Active], bool], code: str, why: str,
+                         now: float) -> bool:
+        """End the pending and the active goal for which ``ends`` holds with ``code``; the
+        arm stops when the active one ended. Returns whether any ended."""
         ended = False
         p = self._pending
-        if p is not None and p.goal.sequence <= fence:
-            self._end(p, 'FENCED', why, now)
+        if p is not None and ends(p):
+            self._end(p, code, why, now)
             self._pending = None
             self._drop_join()
             self.join_wanted = False
             ended = True
         a = self._active
-        if a is not None and a.goal.sequence <= fence:
-            self._end(a, 'FENCED', why, now)
+        if a is not None and ends(a):
+            self._end(a, code, why, now)
             self._active = None
             ended = True
-            # A pending goal above the fence (forwarded after a re-arm) adopts at the next
-            # tick from the measured state, as after any halt.
             self._stop(self._stop_start(now))
         return ended
 
