@@ -246,9 +246,10 @@ class PolicyNode(AwaitingLifecycleNode):
         # The press's edge comes at its debounce deadline (a steady timer), not with the next
         # joy sample: a stream that publishes only on change may send none.
         if self.p['quest.toggle_button'] >= 0:
-            self._toggle_button = DebouncedButton(self, self._debounce, self._toggle,
-                                                  self.p['quest.toggle_button'],
-                                                  'quest.toggle_button')
+            # The press means what it meant when it began: a stop if the rollout ran then.
+            self._toggle_button = DebouncedButton(
+                self, self._debounce, self._toggle, self.p['quest.toggle_button'],
+                'quest.toggle_button', at_press=lambda: self.sm.state is State.RUNNING)
 
     def _destroy_entities(self, made: entities.Entities | None = None) -> None:
         """Destroy what configure created (``made``; default: what the last configure did)."""
@@ -401,12 +402,17 @@ class PolicyNode(AwaitingLifecycleNode):
         if self._toggle_button is not None:   # quest.toggle_button >= 0
             self._toggle_button.sample(msg.buttons, now)
 
-    def _toggle(self) -> None:
-        """A debounced press of the Quest toggle: stop a running rollout, else start."""
-        if self.sm.state is State.RUNNING:
-            self._stop_rollout('Quest toggle', 'stopped by the Quest button')
-            self.get_logger().info('Quest button: publishing stopped; the safety gate is '
-                                   'asked to hold (its report follows)')
+    def _toggle(self, began_running: bool) -> None:
+        """A debounced press of the Quest toggle: stop a running rollout, else start. A press
+        that began while the rollout ran is a stop even if the rollout ended meanwhile (the
+        gate, on the same press, or anything else): never a start."""
+        if self.sm.state is State.RUNNING or began_running:
+            old, _ = self._stop_rollout('Quest toggle', 'stopped by the Quest button',
+                                        always=True)
+            ended = '' if old is State.RUNNING else \
+                f' (the rollout had already ended during the debounce: {old.name})'
+            self.get_logger().info(f'Quest button: publishing stopped{ended}; the safety '
+                                   'gate is asked to hold (its report follows)')
         else:
             # The start arms the gate first (a service round trip): not on this callback.
             self.executor.create_task(self._toggle_start)

@@ -268,6 +268,57 @@ def test_bouncing_quest_button_toggles_start_once(ros_graph, tmp_path):
     wait_until(lambda: node.sm.state is State.IDLE, 5, 'stopped by the button')
 
 
+@pytest.mark.safety
+def test_a_toggle_pressed_to_stop_stays_a_stop_when_the_rollout_ends_during_its_debounce(
+        ros_graph, tmp_path):
+    """The CI failure of 80a8ce2 under load: the gate, watching the same button, stopped the
+    rollout before policy_node's debounce ended, and policy_node read the press at its edge as
+    a start. Here the rollout ends during the press's debounce and a new preflight makes the
+    node READY: the press began while RUNNING, so it is a stop (READY -> IDLE), never a start.
+    A press that begins while READY starts, as before."""
+    ck = make_fake_checkpoint(tmp_path / 'ck')
+    node = _node(ros_graph, ck, **{'quest.toggle_button': 2, 'quest.debounce_time': 2.0})
+    inputs = Inputs(ros_graph)
+    ros_graph.wait_for_subscribers(inputs.joy)
+    _wait_fresh(node)
+    deb = node._debounce
+
+    def joy(pressed: bool) -> Joy:
+        return Joy(buttons=[0, 0, int(pressed)], axes=[0.0, 0.5])
+
+    def hold(pressed: bool, what: str) -> None:
+        def pred() -> bool:
+            inputs.joy.publish(joy(pressed))
+            return deb.pressed is pressed
+        wait_until(pred, 10, what, interval=0.02)
+
+    hold(False, 'released')
+    assert _call(node, 'preflight').success and _call(node, 'start').success
+    assert node.sm.state is State.RUNNING
+
+    def pending() -> bool:
+        inputs.joy.publish(joy(True))
+        return deb.deadline is not None
+    wait_until(pending, 5, 'the press begun (its debounce running)', interval=0.02)
+    assert _call(node, 'stop').success            # the rollout ends during the debounce ...
+    assert _call(node, 'preflight').success       # ... and the node is READY again
+    assert deb.pressed is False, 'set-up: the debounce ended before the preflight returned'
+    assert node.sm.state is State.READY
+    states: list[State] = []
+    hold(True, 'the press debounced')
+    wait_until(lambda: states.append(node.sm.state) or node.sm.state is State.IDLE, 5,
+               'the press stops (READY -> IDLE)', interval=0.01)
+    assert State.RUNNING not in states
+    n = node.sm.chunks_published
+    hold(False, 'released again')
+    assert node.sm.state is State.IDLE and node.sm.chunks_published == n
+
+    # A press that begins while READY is a start.
+    assert _call(node, 'preflight').success and node.sm.state is State.READY
+    hold(True, 'a start press')
+    wait_until(lambda: node.sm.state is State.RUNNING, 5, 'started by the press')
+
+
 def test_status_at_5hz_or_more_with_input_ages_and_diagnostics(ros_graph, tmp_path):
     ck = make_fake_checkpoint(tmp_path / 'ck')
     node = _node(ros_graph, ck, status_rate=5.0)
