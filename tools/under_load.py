@@ -25,11 +25,23 @@ _HOG = ('import ctypes, os, signal\n'
 
 def start_hogs(count: int, niceness: int) -> list[subprocess.Popen]:
     """``count`` busy-loop processes at ``niceness``."""
+    def lower() -> None:
+        os.nice(niceness)
+        # With autogroups (sched_autogroup_enabled, the default on most distributions) a
+        # task's nice only ranks it inside its session's group, and the groups share the CPUs
+        # as equals: a hog in the test's session would compete with each node's session at
+        # full weight whatever its nice. Its own session, with the group's nice set too, makes
+        # it the background work it stands for.
+        try:
+            with open('/proc/self/autogroup', 'w') as f:
+                f.write(str(niceness))
+        except OSError:
+            pass   # no autogroups: the task's nice is all there is
     hogs = []
     for _ in range(count):
         hogs.append(subprocess.Popen(
             [sys.executable, '-S', '-c', _HOG], stdin=subprocess.DEVNULL,
-            preexec_fn=(lambda: os.nice(niceness)) if niceness else None))
+            start_new_session=True, preexec_fn=lower if niceness else None))
     return hogs
 
 
