@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+import threading
 import time
 
 import numpy as np
@@ -52,12 +53,20 @@ def graph(ros_graph, launcher):
     node = ros_graph.node('cartesian_e2e')
     joy = node.create_publisher(Joy, 'quest/joy', qos_profile_sensor_data)
 
-    def deadman() -> None:
-        msg = Joy(axes=[0.0, 0.0, 0.0, 1.0, 0.0, 0.0], buttons=[0, 0, 0, 0])
-        msg.header.stamp = node.get_clock().now().to_msg()
-        joy.publish(msg)
+    stop_joy = threading.Event()
 
-    node.create_timer(0.05, deadman)
+    def deadman() -> None:
+        # The operator's Quest, held at 50 Hz from its own thread (as the Quest bridge is its
+        # own process): not from a timer of the test's executor, which also serves the 100 Hz
+        # joint_states and setpoint collectors and on a busy 2-core box fell more than the
+        # gate's joy_timeout (0.5 s) behind, so the gate rightly saw the deadman released.
+        while not stop_joy.wait(0.02):
+            msg = Joy(axes=[0.0, 0.0, 0.0, 1.0, 0.0, 0.0], buttons=[0, 0, 0, 0])
+            msg.header.stamp = node.get_clock().now().to_msg()
+            joy.publish(msg)
+
+    joy_thread = threading.Thread(target=deadman, daemon=True)
+    joy_thread.start()
     verdicts = ros_graph.collect(node, GateVerdict, 'safety/verdict')
     chunks = ros_graph.collect(node, ActionChunk, 'policy/chunk')
     states = ros_graph.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
@@ -69,7 +78,9 @@ def graph(ros_graph, launcher):
     for c in clients.values():
         assert c.wait_for_service(timeout_sec=10.0)
     graph.commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
-    return node, clients, verdicts, chunks, states
+    yield node, clients, verdicts, chunks, states
+    stop_joy.set()
+    joy_thread.join(timeout=2.0)
 
 
 def _shipped(node: str, name: str) -> np.ndarray:
