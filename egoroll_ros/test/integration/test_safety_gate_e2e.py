@@ -76,6 +76,13 @@ def graph(ros_graph, launcher):
         'safety gate' in st.name and st.message == 'ok'              # model + joint_states in
         and KeyValue(key='executor_ready', value='True') in st.values for st in d.status),
         timeout=15.0)
+    # ... and the executor's own joint_states (its diagnostics' joint_state_age). Its
+    # subscription can be discovered after the gate's and the tester's on a busy box, and a
+    # goal before then is rightly refused NO_STATE (a fresh-clone run did).
+    diag.wait_for(lambda d: any(
+        'executor' in st.name and 'safety gate' not in st.name and any(
+            kv.key == 'joint_state_age' and kv.value != 'never' for kv in st.values)
+        for st in d.status), timeout=15.0)
     # The gate starts disarmed: a preflight (sequence 0) and safety/arm, as policy_node's start.
     pre, _ = _send(node, pub, verdicts, 0, [0.0] * 8, shadow=True)
     assert pre.accepted, pre.summary
