@@ -48,6 +48,7 @@ import yaml
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_ros.nodes import trajectory_server as ts
 from egoroll_ros.nodes.sim_robot import SimRobot
+from egoroll_ros.ros.auth import GateSigner
 from egoroll_ros.ros.convert import sec_to_duration
 from egoroll_ros.testing import executable_path
 
@@ -124,6 +125,7 @@ class Bench:
         self.timer_pub = self.node.create_publisher(JointState, 'bench/timer', 10)
         self.node.create_timer(self.period, self._on_timer)
         self.client = ActionClient(self.node, ExecuteTrajectory, 'execute_trajectory')
+        self.signer = GateSigner()     # signs as the gate does (the user's default key)
         self.thread = threading.Thread(target=self.exe.spin, daemon=True)
         self.thread.start()
         self.seq = 0
@@ -137,9 +139,8 @@ class Bench:
         self.seq += 1
         traj = JointTrajectory(joint_names=J, points=[JointTrajectoryPoint(
             positions=[target] * 8, time_from_start=sec_to_duration(duration))])
-        fut = self.client.send_goal_async(ExecuteTrajectory.Goal(trajectory=traj,
-                                                                 sequence=self.seq,
-                                                                 source=SOURCE))
+        fut = self.client.send_goal_async(self.signer.goal(ExecuteTrajectory.Goal(
+            trajectory=traj, sequence=self.seq, source=SOURCE)))
         deadline = time.monotonic() + 10
         while not fut.done() and time.monotonic() < deadline:
             time.sleep(0.001)
@@ -229,8 +230,8 @@ def seam_join_run(rate: float, seconds: float, in_tick: bool, sim_in_process: bo
             traj = JointTrajectory(joint_names=J, points=[JointTrajectoryPoint(
                 positions=q[i].tolist(), time_from_start=sec_to_duration(float(t_rel[i])))
                 for i in range(20)])
-            b.client.send_goal_async(ExecuteTrajectory.Goal(trajectory=traj, sequence=b.seq,
-                                                            source=SOURCE))
+            b.client.send_goal_async(b.signer.goal(ExecuteTrajectory.Goal(
+                trajectory=traj, sequence=b.seq, source=SOURCE)))
             time.sleep(0.1)
         used = {k: core.joins[k] - joins0[k] for k in core.joins}
         return dict(ticks=np.array(ticks), joins=np.array(joins), takeover=np.array(takeovers),

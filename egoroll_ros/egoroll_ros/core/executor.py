@@ -45,7 +45,7 @@ CODES: dict[str, int] = {
     'CANCELED': -12, 'PATH_TOLERANCE_VIOLATED': -13, 'GOAL_TOLERANCE_VIOLATED': -14,
     'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17, 'HEARTBEAT_LOST': -18,
     'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21, 'NO_ROBOT_MODEL': -22, 'FENCED': -23,
-    'INTERLOCK': -24, 'STALLED': -25,
+    'INTERLOCK': -24, 'STALLED': -25, 'AUTH_FAILED': -26, 'FUTURE_STAMP': -27,
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
@@ -82,6 +82,9 @@ class ExecutorConfig:
     control_rate: float = 200.0
     state_timeout: float = 0.1
     command_timeout: float = 0.0
+    #: s: a goal whose header.stamp lies further ahead of the ROS clock is refused
+    #: FUTURE_STAMP (a ROS clock that jumped back, or a goal from before the jump); 0 = off.
+    max_future_stamp: float = 0.0
     path_tolerance: tuple[float, ...] = ()
     goal_tolerance: tuple[float, ...] = ()
     goal_time_tolerance: float = 0.5
@@ -248,7 +251,8 @@ def validate_goal(traj: JointTrajectoryData, sequence: int, source: str, *,
     Checks, in order: the structure shared with the gate
     (:func:`~egoroll_ros.core.validation.check_structure`: joint names ``INVALID_JOINTS``, no
     points ``EMPTY_TRAJECTORY``, shapes ``SIZE_MISMATCH``, finite values ``NON_FINITE``,
-    strictly increasing times ``TIME_NOT_INCREASING``), a finite stamp, sequence newer than
+    strictly increasing times ``TIME_NOT_INCREASING``), a finite stamp no more than
+    ``max_future_stamp`` ahead of ``ros_now`` (``FUTURE_STAMP``), sequence newer than
     ``last_sequence`` (``OLD_SEQUENCE``), joint state present (``NO_STATE``) and fresh
     (``STALE_STATE``), and at least one point in the future (``TRAJECTORY_IN_PAST``). Empty
     trajectories and ragged sizes are caught when the message is converted as well.
@@ -262,6 +266,11 @@ def validate_goal(traj: JointTrajectoryData, sequence: int, source: str, *,
         raise error
     if not math.isfinite(traj.stamp):
         raise TrajectoryError('NON_FINITE', 'header.stamp is not finite')
+    ahead = traj.stamp - ros_now
+    if config.max_future_stamp > 0.0 and traj.stamp != 0.0 and ahead > config.max_future_stamp:
+        raise TrajectoryError('FUTURE_STAMP', f'header.stamp is {ahead:.3f} s ahead of the ROS '
+                              f'clock (max_future_stamp {config.max_future_stamp:g} s): a clock '
+                              'that jumped back, or a goal from before the jump')
     names = list(traj.joint_names)
     times = structure.times
     if last_sequence is not None and sequence <= last_sequence:

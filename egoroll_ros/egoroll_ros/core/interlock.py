@@ -85,8 +85,11 @@ NOT_READY_CHECKS = frozenset({'robot_model', 'joint_state', 'chunk_age', 'chunk_
 #: shared 2-core machine each happens during normal rollouts, and stopping the rollout for
 #: each made rollouts there unusable (the fresh-clone data-loop, demo and LeRobot tests
 #: failed). The executor holds for them; the next chunk is predicted from and checked
-#: against the fresh state (docs/hazards.md S6, C12).
-EXECUTOR_HALTS = frozenset({'PATH_TOLERANCE_VIOLATED', 'NO_ROBOT_MODEL', 'SHUTDOWN', 'STALLED'})
+#: against the fresh state (docs/hazards.md S6, C12). AUTH_FAILED of the gate's own goal means
+#: the executor does not share the gate's key (or saw another boot of it): nothing the gate
+#: sends will run, so the rollout stops with that reason.
+EXECUTOR_HALTS = frozenset({'PATH_TOLERANCE_VIOLATED', 'NO_ROBOT_MODEL', 'SHUTDOWN', 'STALLED',
+                            'AUTH_FAILED'})
 
 
 class Kind(str, Enum):

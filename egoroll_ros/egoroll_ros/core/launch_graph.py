@@ -1,9 +1,10 @@
 """The one description of egoroll's node graphs: which nodes run for each configuration.
 
-Pure (no rclpy, no launch): the launch files turn it into ``launch_ros`` Node actions
-(:mod:`egoroll_ros.launch_actions`), ``egoroll demo`` and the tests start the same description as
-processes with the command line launch_ros gives a node (:func:`command_line`), so what the
-tests run is what ``ros2 launch`` runs.
+Pure (no rclpy, no launch; its one side effect: the robot graphs' per-launch key file,
+:func:`egoroll_ros.core.auth.launch_key_file`): the launch files turn it into ``launch_ros``
+Node actions (:mod:`egoroll_ros.launch_actions`), ``egoroll demo`` and the tests start the
+same description as processes with the command line launch_ros gives a node
+(:func:`command_line`), so what the tests run is what ``ros2 launch`` runs.
 
 Graphs:
 - ``robot``: the robot-computer half, safety_gate + trajectory_server.
@@ -27,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from egoroll_ros.core.auth import launch_key_file
 from egoroll_ros.errors import ConfigError
 
 PACKAGE = 'egoroll_ros'
@@ -123,6 +125,10 @@ def _robot_args() -> list[Argument]:
         Argument('urdf_path', '', 'URDF file the safety gate and trajectory_server read (its '
                  'limits bound both); empty: the parameter files decide (their default: the '
                  'robot_description topic).'),
+        Argument('auth_key_file', '', "The robot half's shared key (mode 0600, this user's): "
+                 'the gate signs every goal and heartbeat with it and trajectory_server acts '
+                 'only on what verifies (docs/executor.md); empty: a fresh key for this launch, '
+                 'removed when the launch exits.'),
     ]
 
 
@@ -302,10 +308,13 @@ def describe(graph: str, given: Mapping[str, str], share: str | Path,
         urdf = args['urdf_path'] or (description if graph == 'sim' else '')
         if urdf:
             ts_over['urdf_path'] = urdf
+        # One key per launch unless given: the gate and the executor share it, nobody else.
+        ts_over['auth_key_file'] = args['auth_key_file'] or str(launch_key_file())
         nodes.append(spec('trajectory_server', overrides=ts_over,
                           remaps=_state_remap(args) + _command_remap(args),
                           ready=Ready(actions=('execute_trajectory',))))
         gate_over: dict[str, Any] = {'urdf_path': urdf} if urdf else {}
+        gate_over['auth_key_file'] = ts_over['auth_key_file']
         nodes.append(spec('safety_gate', overrides=gate_over, remaps=_state_remap(args),
                           ready=Ready(subscriptions=('policy/chunk',),
                                       publishers=('safety/verdict',))))

@@ -27,6 +27,7 @@ from visualization_msgs.msg import MarkerArray
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ActionChunk, GateVerdict, InterlockHeartbeat
 from egoroll_interfaces.srv import Arm
+from egoroll_ros.core.auth import key_id, load_key, new_boot_id
 from egoroll_ros.core.cartesian import (
     cartesian_config_from_params,
     check_cartesian,
@@ -57,6 +58,7 @@ from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
 from egoroll_ros.errors import TrajectoryError
 from egoroll_ros.ros.action_client import ActionClient
+from egoroll_ros.ros.auth import sign_goal, sign_heartbeat
 from egoroll_ros.ros.buttons import DebouncedButton
 from egoroll_ros.ros.convert import (
     cartesian_chunk_from_msg,
@@ -115,6 +117,12 @@ class SafetyGate(Node):
         self._goal_handle = None
         self._inflight: set[Any] = set()   # send_goal futures not answered yet
         self._heartbeats = 0
+        # The robot half's shared key (core/auth.py): goals and heartbeats carry its HMAC;
+        # a new boot id per start, so the executor tells a restarted gate from a replay.
+        self._auth_key, self._auth_path = load_key(p['auth_key_file'])
+        self._boot_id = new_boot_id()
+        self.get_logger().info(f'signing goals and heartbeats with {self._auth_path} (key '
+                               f'{key_id(self._auth_key)}), boot {self._boot_id:x}')
         self._counts: dict[str, int] = {}
         self._last_summary = ''
 
@@ -258,6 +266,7 @@ class SafetyGate(Node):
                                 counter=self._heartbeats, fence_sequence=il.fence_published(),
                                 detail=self._not_allowed_detail())
         hb.header.stamp = self.get_clock().now().to_msg()
+        sign_heartbeat(self._auth_key, hb, self._boot_id)
         self._heartbeat_pub.publish(hb)
 
     def _not_allowed_detail(self) -> str:
@@ -379,6 +388,7 @@ class SafetyGate(Node):
                                       source=self.get_fully_qualified_name(),
                                       heartbeat_counter=self._heartbeats)
         goal.trajectory.header.stamp = sec_to_time(chunk.stamp)
+        sign_goal(self._auth_key, goal, self._boot_id)
         epoch = self.interlock.epoch
         seq = int(chunk.sequence)
         future = self._client.send_goal_async(goal)
@@ -605,7 +615,9 @@ class SafetyGate(Node):
                       ('last_verdict', self._last_summary),
                       ('stall_timeout', self.p['stall_timeout']),
                       ('stalls', self._liveness.stalls),
-                      ('longest_scheduling_gap', f'{self._liveness.max_gap:.3f}')]
+                      ('longest_scheduling_gap', f'{self._liveness.max_gap:.3f}'),
+                      ('auth_key', f'{self._auth_path} ({key_id(self._auth_key)})'),
+                      ('boot_id', f'{self._boot_id:x}')]
             values += list(il.stats.items())
             values += [('violations.' + k, v) for k, v in sorted(self._counts.items())]
         return TaskStatus(level, state, values)

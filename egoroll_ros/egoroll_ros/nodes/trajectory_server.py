@@ -44,6 +44,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_interfaces.msg import ExecutorState, InterlockHeartbeat
+from egoroll_ros.core.auth import HeartbeatAuthenticator, key_id, load_key
 from egoroll_ros.core.clock_offset import ClockOffset
 from egoroll_ros.core.command_interface import command_order
 from egoroll_ros.core.executor import (
@@ -67,6 +68,7 @@ from egoroll_ros.core.executor import (
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.trajectory import INTERPOLATIONS
 from egoroll_ros.errors import InputError, TrajectoryError
+from egoroll_ros.ros.auth import verify_goal, verify_heartbeat
 from egoroll_ros.ros.convert import (
     joint_state_from_msg,
     ns_to_time,
@@ -102,6 +104,10 @@ PARAMS = [
           'dead policy or gate stops the arm after this; 0 = off (a warning is logged). '
           'Chunks arrive at 5-30 Hz; a single goal longer than this is cut short.', min=0.0,
           max=3600.0, read_only=True),
+    Param('max_future_stamp', float, 0.5, "Most seconds a goal's header.stamp may lie ahead of "
+          "this node's ROS clock; further: refused FUTURE_STAMP, so a goal from before a "
+          '/clock that jumped back (use_sim_time, a bag replay restarted) never runs late. '
+          '0 = off (a warning is logged).', min=0.0, max=60.0, read_only=True),
     Param('heartbeat_timeout', float, 0.25, "Max age (s, steady clock) of the safety gate's "
           'interlock heartbeat (safety/heartbeat): older aborts the goal (HEARTBEAT_LOST) and '
           'holds, and new goals are refused. 0 = not supervised (a warning is logged).',
@@ -111,6 +117,12 @@ PARAMS = [
           'others end SOURCE_REFUSED. The gate sends its node name. This stops mistakes, not '
           'attackers (use SROS2: docs/executor.md). Empty: any source (a warning is logged).',
           read_only=True),
+    Param('auth_key_file', str, '', "The robot half's shared key (core/auth.py), the safety "
+          "gate's auth_key_file: only goals and heartbeats whose HMAC verifies under it are "
+          'acted on, and replays are refused (AUTH_FAILED; a refused heartbeat is ignored). '
+          "Mode 0600, owned by this user. Empty: the user's default key "
+          '($XDG_RUNTIME_DIR/egoroll/auth.key, created on first use); the launch files give a '
+          'fresh key per launch. What this does not cover: docs/executor.md.', read_only=True),
     Param('urdf_path', str, '', 'URDF file whose joint limits bound every setpoint (the '
           "safety gate's; package:// allowed); empty: the robot_description topic.",
           read_only=True),
@@ -247,6 +259,13 @@ class TrajectoryServer(Node):
         self._heartbeat_sub = self.create_subscription(
             InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+        # Only the gate's goals and heartbeats (core/auth.py): verified before anything acts
+        # on them, replays refused.
+        key, self._auth_path = load_key(p['auth_key_file'])
+        self._auth_key_id = key_id(key)
+        self._auth = HeartbeatAuthenticator(key, p['heartbeat_timeout'])
+        self.get_logger().info(f'acting only on goals and heartbeats signed with '
+                               f'{self._auth_path} (key {self._auth_key_id})')
         ns = self.get_namespace().rstrip('/')
         self._allowed = {s if s.startswith('/') else f'{ns}/{s}'
                          for s in p['allowed_sources']}
@@ -254,6 +273,8 @@ class TrajectoryServer(Node):
             self.get_logger().warning("parameter 'allowed_sources' is empty: goals from any "
                                       'node are executed')
         for name, what in (('command_timeout', 'a dead policy or gate does not stop the arm'),
+                           ('max_future_stamp', 'a goal stamped ahead of the clock (one from '
+                            'before /clock jumped back) runs when its time comes'),
                            ('heartbeat_timeout', 'the safety gate is not supervised: a dead '
                             'gate does not stop the arm'),
                            ('max_late_ticks', 'missed control deadlines only count'),
@@ -297,6 +318,13 @@ class TrajectoryServer(Node):
     def _on_heartbeat(self, msg: InterlockHeartbeat) -> None:
         now = time.monotonic()
         with self._lock:
+            refused = verify_heartbeat(self._auth, now, msg)
+            if refused is not None:
+                # Ignored: it neither feeds the heartbeat watchdog nor changes the interlock
+                # state or the fence (counted and shown in /diagnostics).
+                self.get_logger().warning(f'heartbeat {msg.counter} (boot {msg.boot_id:x}) '
+                                          f'ignored: {refused}', throttle_duration_sec=1.0)
+                return
             stopped = self.core.update_heartbeat(now, msg.motion_allowed, msg.state,
                                                  int(msg.fence_sequence), int(msg.counter))
             if stopped and self.interface == 'joint_trajectory' and \
@@ -340,8 +368,12 @@ class TrajectoryServer(Node):
                     last_sequence=self.core.last_sequence,
                     ros_now=self.get_clock().now().nanoseconds * 1e-9,
                     mono_now=time.monotonic(), measured=self.core.measured)
-                refusal = source_error(req.source, self._allowed) or \
-                    self.core.admission_error(time.monotonic(), goal.sequence)
+                refusal = source_error(req.source, self._allowed)
+                if refusal is None:
+                    why = verify_goal(self._auth, time.monotonic(), req)
+                    if why is not None:
+                        refusal = TrajectoryError('AUTH_FAILED', why)
+                refusal = refusal or self.core.admission_error(time.monotonic(), goal.sequence)
                 if refusal is not None:
                     raise refusal
                 waiter = _Waiter(goal_handle)
@@ -622,6 +654,12 @@ class TrajectoryServer(Node):
     def _executor_status(self) -> TaskStatus:
         with self._lock:
             values = self.core.diagnostics(time.monotonic())
+            a = self._auth
+            values['auth_key'] = f'{self._auth_path} ({self._auth_key_id})'
+            values['gate_boot_id'] = '' if a.boot is None else f'{a.boot:x}'
+            values['heartbeats_refused'] = a.refused_heartbeats
+            values['goals_refused_auth'] = a.refused_goals
+            values['last_auth_refusal'] = a.last_refusal
         error = values['last_error']
         return TaskStatus(WARN if error else OK,
                           values['state'] + (f' ({error})' if error else ''), values.items())

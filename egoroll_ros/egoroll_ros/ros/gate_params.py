@@ -126,4 +126,9 @@ PARAMS = [
     Param('stop_timeout', float, 1.0, 's safety/stop waits for the executor to confirm the '
           'hold (a goal in flight, then the cancel); longer: it reports failure', min=0.01,
           max=60.0, read_only=True),
+    Param('auth_key_file', str, '', "the robot half's shared key (core/auth.py): every goal and "
+          "heartbeat is signed with it and trajectory_server's must be the same file; mode "
+          "0600, owned by this user. Empty: the user's default key "
+          '($XDG_RUNTIME_DIR/egoroll/auth.key, created on first use); the launch files give a '
+          'fresh key per launch', read_only=True),
 ]

@@ -72,6 +72,7 @@ class Heartbeats:
 
     def __init__(self, rig: Rig) -> None:
         self.pub = rig.node.create_publisher(InterlockHeartbeat, 'safety/heartbeat', 10)
+        self.signer = rig.signer        # signed as the gate signs (the rig's goals too)
         self.on = True
         self.last_sent = 0.0
         self._stop = threading.Event()
@@ -79,11 +80,11 @@ class Heartbeats:
         self._thread.start()
 
     def _loop(self) -> None:
-        n = 0
         while not self._stop.wait(0.02):
             if self.on:
-                n += 1
-                self.pub.publish(InterlockHeartbeat(state='ok', motion_allowed=True, counter=n))
+                hb = InterlockHeartbeat(state='ok', motion_allowed=True)
+                hb.header.stamp = sec_to_time(time.time())
+                self.pub.publish(self.signer.heartbeat(hb))
                 self.last_sent = time.monotonic()
 
     def close(self) -> None:
@@ -201,5 +202,125 @@ def test_command_timeout_fires_with_the_sim_clock_stalled_and_a_jump_back_moves_
         for _, _, p in after:
             np.testing.assert_array_equal(p, hold)
         assert rig.server.core.state == 'holding'
+    finally:
+        clock.close()
+
+
+def _steps(items: list[tuple[float, float, np.ndarray]]) -> np.ndarray:
+    pos = np.array([p for _, _, p in items])
+    return np.diff(pos[:, 0])
+
+
+def test_a_2_s_stall_of_the_sim_clock_during_a_live_goal_neither_stops_nor_jumps_it(ros_graph):
+    """/clock frozen for 2 s in the middle of a 4 s goal, the gate's heartbeats going on: the
+    goal runs on the steady clock through the stall (the setpoints keep advancing, one tick's
+    worth at a time) and ends SUCCESSFUL on time; no watchdog fires."""
+    rig, clock = _rig(ros_graph, heartbeat_timeout=0.25, goal_tolerance=[0.05] * 3)
+    beats = Heartbeats(rig)
+    got = Received(rig)
+    try:
+        wait_until(lambda: rig.server.core.supervision_error(time.monotonic()) is None, 10.0,
+                   'heartbeats reach the executor')
+        t0 = time.monotonic()
+        handle = rig.send(rig.goal([4.0], [[0.6] * 3]))
+        wait_until(lambda: rig.server.core.state == 'executing', 5.0, 'executing')
+        wait_until(lambda: time.monotonic() > t0 + 1.0, 5.0, '1 s of motion')
+        t_stall = time.monotonic()
+        clock.stall()
+        wait_until(lambda: time.monotonic() > t_stall + 2.0, 5.0, 'a 2 s stall')
+        during = [i for i in got.since(t_stall) if i[0] <= t_stall + 2.0]
+        clock.resume()
+        res = rig.result(handle)
+        t_end = time.monotonic()
+        assert res.error_code == R.SUCCESSFUL, res.error_string
+        assert 4.0 - 0.1 < t_end - t0 < 4.0 + BOUND, t_end - t0
+        steps = _steps(during)
+        assert len(during) > 100 and np.all(steps >= 0.0)   # it kept moving, forward only
+        assert steps.sum() > 0.2                              # ~0.3 rad in those 2 s
+        assert np.max(steps) < 0.05     # never a jump (to the end: 0.3 rad and more)
+    finally:
+        beats.close()
+        clock.close()
+
+
+def test_a_60_s_forward_jump_during_a_live_goal_skips_nothing_and_nothing_old_runs_after_it(
+        ros_graph):
+    """/clock jumps 60 s ahead while a 4 s goal runs: the goal's points were placed on the steady
+    clock at acceptance, so it neither skips to its end (no step beyond one tick's worth) nor
+    stops, and ends SUCCESSFUL on time. A goal stamped before the jump, arriving after it, has
+    every point 60 s in the past: refused TRAJECTORY_IN_PAST, nothing moves. The heartbeat
+    watchdog still holds the arm on the steady clock when the heartbeats stop."""
+    rig, clock = _rig(ros_graph, heartbeat_timeout=0.25, goal_tolerance=[0.05] * 3)
+    beats = Heartbeats(rig)
+    got = Received(rig)
+    try:
+        wait_until(lambda: rig.server.core.supervision_error(time.monotonic()) is None, 10.0,
+                   'heartbeats reach the executor')
+        t0 = time.monotonic()
+        handle = rig.send(rig.goal([4.0], [[0.6] * 3]))
+        wait_until(lambda: rig.server.core.state == 'executing', 5.0, 'executing')
+        wait_until(lambda: time.monotonic() > t0 + 1.0, 5.0, '1 s of motion')
+        before_jump = clock.now()
+        t_jump = time.monotonic()
+        clock.stall()
+        clock.resume(jump=-60.0)
+        wait_until(lambda: rig.server.get_clock().now().nanoseconds * 1e-9 > before_jump + 59.0,
+                   5.0, 'the executor saw the jump')
+        res = rig.result(handle)
+        t_end = time.monotonic()
+        assert res.error_code == R.SUCCESSFUL, res.error_string
+        assert 4.0 - 0.1 < t_end - t0 < 4.0 + BOUND, t_end - t0
+        after = [i for i in got.since(t_jump) if i[0] <= t_end]
+        assert after[-1][1] > SIM_START + 59.0                # the stamps did jump ahead...
+        steps = _steps(after)
+        assert np.all(steps >= 0.0) and np.max(steps) < 0.05   # ...not the arm
+        # A goal from before the jump: every point long past.
+        held = got.since(t_end)[-1][2] if got.since(t_end) else after[-1][2]
+        t_old = time.monotonic()
+        res = rig.run(rig.goal([0.5, 1.0], [[0.3] * 3, [0.0] * 3], stamp=before_jump))
+        assert res.error_code == R.TRAJECTORY_IN_PAST, res.error_string
+        wait_until(lambda: len(got.since(t_old)) > 50, 5.0, 'setpoints after it')
+        for _, _, p in got.since(t_old):
+            np.testing.assert_array_equal(p, held)
+        # The watchdog on the steady clock, after the jump.
+        handle = rig.send(rig.goal([4.0], [[0.0] * 3]))
+        wait_until(lambda: rig.server.core.state == 'executing', 5.0, 'executing')
+        beats.on = False
+        t_silent = time.monotonic()
+        res = rig.result(handle)
+        assert res.error_code == R.HEARTBEAT_LOST, res.error_string
+        hold = wait_until(lambda: got.held_since(t_silent), 10.0, 'executor/commanded holds')
+        assert hold - beats.last_sent < 0.25 + BOUND
+    finally:
+        beats.close()
+        clock.close()
+
+
+def test_a_goal_from_before_a_5_s_backward_jump_never_runs_late(ros_graph):
+    """/clock jumps 5 s back: a goal stamped just before the jump, delivered after it, would
+    have its points 5 s in the future and run then, late and unasked (command_timeout is off
+    here, as in any graph without it). It is refused FUTURE_STAMP (max_future_stamp 0.5 s) and
+    nothing moves; a goal stamped on the jumped clock runs."""
+    rig, clock = _rig(ros_graph, goal_tolerance=[0.05] * 3)
+    got = Received(rig)
+    try:
+        ok = rig.run(rig.goal([0.3], [[0.05] * 3]))
+        assert ok.error_code == R.SUCCESSFUL, ok.error_string
+        old_stamp = clock.now()
+        old = rig.goal([0.3, 0.6], [[0.3] * 3, [0.4] * 3], stamp=old_stamp)
+        clock.stall()
+        clock.resume(jump=5.0)
+        wait_until(lambda: rig.server.get_clock().now().nanoseconds * 1e-9 < old_stamp - 4.0,
+                   5.0, 'the executor saw the jump')
+        held = got.since(0.0)[-1][2]
+        t_old = time.monotonic()
+        res = rig.run(old, timeout=15.0)
+        assert res.error_code == R.FUTURE_STAMP, res.error_string
+        assert 'ahead of the ROS clock' in res.error_string
+        wait_until(lambda: len(got.since(t_old)) > 50, 5.0, 'setpoints after it')
+        for _, _, p in got.since(t_old):
+            np.testing.assert_array_equal(p, held)
+        res = rig.run(rig.goal([0.3], [[0.1] * 3], stamp=clock.now()))
+        assert res.error_code == R.SUCCESSFUL, res.error_string
     finally:
         clock.close()

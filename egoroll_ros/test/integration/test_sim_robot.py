@@ -18,6 +18,7 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from egoroll_interfaces.action import ExecuteTrajectory
 from egoroll_ros.ros.action_client import ActionClient
+from egoroll_ros.ros.auth import GateSigner
 from egoroll_ros.ros.convert import sec_to_duration
 from egoroll_ros.testing import wait_until
 
@@ -105,6 +106,7 @@ def test_installed_server_and_sim_run_a_demo_goal_from_their_config_files(ros_gr
     goal.trajectory.joint_names = names
     goal.trajectory.points = [JointTrajectoryPoint(positions=target.tolist(),
                                                    time_from_start=sec_to_duration(0.4))]
+    GateSigner().goal(goal)     # as the gate signs (the user's default key: no key file given)
     send = client.send_goal_async(goal)
     wait_until(send.done, 10.0, 'goal response')
     fut = send.result().get_result_async()

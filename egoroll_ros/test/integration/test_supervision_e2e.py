@@ -19,13 +19,15 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 import numpy as np
 import pytest
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
 
 from egoroll_interfaces.action import ExecuteTrajectory
-from egoroll_interfaces.msg import ActionChunk, GateVerdict
+from egoroll_interfaces.msg import ActionChunk, GateVerdict, InterlockHeartbeat
+from egoroll_ros.core.auth import GOAL_EPOCH_WINDOW, load_key
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.ros.action_client import ActionClient
+from egoroll_ros.ros.auth import sign_goal
 from egoroll_ros.ros.convert import chunk_to_msg, trajectory_to_msg
 from egoroll_ros.testing import wait_until
 from egoroll_ros.testing.arming import GateArmer
@@ -86,6 +88,9 @@ class Supervised:
         self.states = ros_graph.collect(node, JointState, 'joint_states', qos_profile_sensor_data)
         self.commanded = ros_graph.collect(node, JointState, 'executor/commanded', 1000)
         self.diag = ros_graph.collect(node, DiagnosticArray, '/diagnostics')
+        self.heartbeats = ros_graph.collect(node, InterlockHeartbeat, 'safety/heartbeat',
+                                            QoSProfile(depth=100,
+                                                       reliability=ReliabilityPolicy.RELIABLE))
         ros_graph.wait_for_subscribers(self.chunk_pub)
         ros_graph.wait_for_subscribers(joy_pub)
         self.joy = {'estop': 0}
@@ -141,9 +146,12 @@ class Supervised:
             time.sleep(0.1)
         raise AssertionError(f'no chunk moved the setpoints; last verdict: {v.summary}')
 
-    def rogue_goal(self, source: str, target: np.ndarray):  # noqa: ANN201
+    def rogue_goal(self, source: str, target: np.ndarray, key: bytes | None = None,
+                   boot_id: int | None = None, counter: int | None = None):  # noqa: ANN201
         """A 1 s goal to ``target`` sent straight to the executor (a sequence above any the
-        gate sent) naming ``source``; its result."""
+        gate sent) naming ``source``; its result. ``key``: signed with it (the user's key:
+        what a process of the gate's user can do), as a goal of the gate's latest heartbeat
+        unless ``boot_id`` / ``counter`` say otherwise; None: no tag."""
         if not hasattr(self, '_client'):
             self._client = ActionClient(self.node, ExecuteTrajectory, 'execute_trajectory')
             self._rogue_seq = 10**17
@@ -152,6 +160,11 @@ class Supervised:
         goal = ExecuteTrajectory.Goal(sequence=self._rogue_seq, source=source)
         goal.trajectory = trajectory_to_msg(JointTrajectoryData(
             tuple(ARM), np.array([1.0]), np.asarray(target)[None, :], stamp=0.0))
+        if key is not None:
+            hb = self.heartbeats.wait_for(timeout=10.0)
+            hb = self.heartbeats.snapshot()[-1]
+            goal.heartbeat_counter = int(hb.counter if counter is None else counter)
+            sign_goal(key, goal, int(hb.boot_id if boot_id is None else boot_id))
         fut = self._client.send_goal_async(goal)
         wait_until(fut.done, 10.0, 'goal answered')
         res_fut = fut.result().get_result_async()
@@ -210,8 +223,11 @@ def test_gate_sigkill_mid_chunk_holds_by_heartbeat_and_estop_after_changes_nothi
     sup.joy['estop'] = 1
     held = sup.assert_holds()
     # A goal straight to the executor while the gate is dead, even one naming the gate as
-    # its source: refused.
+    # its source: refused; unsigned AUTH_FAILED; signed with the user's key as the dead
+    # gate's (what a process of the same user could do) HEARTBEAT_LOST.
     result = rogue_goal('/safety_gate', held)
+    assert result.error_code == ExecuteTrajectory.Result.AUTH_FAILED, result.error_string
+    result = rogue_goal('/safety_gate', held, key=load_key('')[0])
     assert result.error_code == ExecuteTrajectory.Result.HEARTBEAT_LOST, result.error_string
 
 
@@ -247,9 +263,87 @@ def test_a_goal_naming_the_gate_is_refused_while_the_gates_heartbeat_forbids_mot
     held = sup.assert_holds()
     target = held.copy()
     target[ARM.index('elbow')] += 0.05
-    result = sup.rogue_goal('/safety_gate', target)
+    # Signed with the user's key as the gate's (a process of the same user can read it:
+    # docs/executor.md), so only the heartbeat's word refuses it.
+    result = sup.rogue_goal('/safety_gate', target, key=load_key('')[0])
     assert result.error_code == ExecuteTrajectory.Result.INTERLOCK, result.error_string
     assert 'estop' in result.error_string or 'e-stop' in result.error_string, \
         result.error_string
     np.testing.assert_array_equal(sup.assert_holds(), held)
     assert abs(held[ROLL] - q0[ROLL]) < 1.0
+
+
+def test_a_forged_or_replayed_goal_naming_the_gate_never_moves_the_arm(sup):
+    """Issue 23.4: during a live rollout (motion allowed), goals sent straight to the executor
+    that name the gate and carry a sequence above everything: no tag, a tag under another key,
+    the right key but another boot of the gate (a goal recorded from an earlier run) or a
+    heartbeat epoch long past (a goal held back): each is refused AUTH_FAILED, and the gate's
+    own chunk runs on, untouched (the elbow the rogues aim at never moves)."""
+    q0 = sup.moving_chunk()
+    elbow = ARM.index('elbow')
+    target = q0.copy()
+    target[elbow] += 0.1
+    key = load_key('')[0]
+    wait_until(lambda: len(sup.heartbeats.snapshot()) > GOAL_EPOCH_WINDOW + 5, 20.0,
+               'enough heartbeats for an epoch long past')
+    newest = int(sup.heartbeats.snapshot()[-1].counter)
+    for what, kwargs in (('no tag', {}), ('another key', {'key': b'k' * 32}),
+                         ('another boot', {'key': key, 'boot_id': 12345}),
+                         ('an epoch long past',
+                          {'key': key, 'counter': newest - GOAL_EPOCH_WINDOW - 5})):
+        result = sup.rogue_goal('/safety_gate', target, **kwargs)
+        assert result.error_code == ExecuteTrajectory.Result.AUTH_FAILED, \
+            (what, result.error_string)
+    # the gate's chunk still runs: the wrist keeps rolling, the elbow never moved
+    roll = sup.commanded.snapshot()[-1].position[ROLL]
+    wait_until(lambda: sup.commanded.snapshot()[-1].position[ROLL] > roll + 0.05, 5.0,
+               "the gate's chunk goes on")
+    elbows = [m.position[elbow] for m in sup.commanded.snapshot()]
+    assert max(abs(e - q0[elbow]) for e in elbows) < 1e-9, 'a rogue goal moved the elbow'
+    sup.diag.wait_for(lambda d: any(kv.key == 'goals_refused_auth' and int(kv.value) >= 4
+                                    for st in d.status for kv in st.values), timeout=10.0)
+
+
+def test_replayed_and_forged_heartbeats_do_not_keep_a_dead_gates_arm_moving(sup):
+    """Issue 23.4: the gate's own heartbeats recorded during motion and sent again after its
+    SIGKILL (real tags, old counters), interleaved with forged ones saying motion is allowed
+    (newer counters, no tag): the executor honours none of them, so it aborts HEARTBEAT_LOST
+    and holds within the bound of the gate's death, and counts the refused heartbeats."""
+    sup.moving_chunk()
+    wait_until(lambda: len(sup.heartbeats.snapshot()) >= 50, 10.0, 'heartbeats recorded')
+    recorded = sup.heartbeats.snapshot()[-50:]
+    pub = sup.node.create_publisher(InterlockHeartbeat, 'safety/heartbeat', QoSProfile(
+        depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    wait_until(lambda: pub.get_subscription_count() >= 1, 10.0, 'the executor subscribes')
+    stop = threading.Event()
+
+    def replay() -> None:
+        i = 0
+        while not stop.wait(0.01):
+            old = recorded[i % len(recorded)]
+            pub.publish(old)
+            forged = InterlockHeartbeat(state='ok', motion_allowed=True, boot_id=old.boot_id,
+                                        counter=int(recorded[-1].counter) + 1 + i,
+                                        fence_sequence=old.fence_sequence)
+            pub.publish(forged)
+            i += 1
+
+    t_kill = time.monotonic()
+    os.kill(sup.gate.popen.pid, signal.SIGKILL)
+    thread = threading.Thread(target=replay, daemon=True)
+    thread.start()
+    try:
+        sup.gate.popen.wait(timeout=10.0)
+        last_change = wait_until(sup.held_since, 10.0, 'executor/commanded holds')
+        latency = last_change - t_kill
+        print(f'\ngate SIGKILL + replayed/forged heartbeats -> last changing setpoint '
+              f'{latency * 1e3:.1f} ms')
+        assert latency < BOUND, latency
+        sup.diag.wait_for(lambda d: any('HEARTBEAT_LOST' in kv.value for st in d.status
+                                        for kv in st.values), timeout=10.0)
+        sup.diag.wait_for(lambda d: any(kv.key == 'heartbeats_refused' and int(kv.value) > 20
+                                        for st in d.status for kv in st.values), timeout=10.0)
+        sup.assert_holds(100)
+    finally:
+        stop.set()
+        thread.join(timeout=2.0)

@@ -27,6 +27,7 @@ from egoroll_ros.core.executor import CODES
 from egoroll_ros.nodes.sim_robot import SimRobot
 from egoroll_ros.nodes.trajectory_server import SWITCH_INTERVAL, TrajectoryServer
 from egoroll_ros.ros.action_client import ActionClient
+from egoroll_ros.ros.auth import GateSigner
 from egoroll_ros.ros.convert import sec_to_duration, sec_to_time, time_to_sec
 from egoroll_ros.ros.robot_models import DESCRIPTION_TOPIC, LATCHED
 from egoroll_ros.testing import run_callback, wait_until
@@ -78,6 +79,8 @@ class Rig:
         self.sim_params.update(sim or {})
         self.sim = self.start_sim() if start_sim else None
         self.node = graph.node('exec_test_client')
+        # This test plays the safety gate: it signs with the same (the user's default) key.
+        self.signer = GateSigner()
         self.client = ActionClient(self.node, ExecuteTrajectory, 'execute_trajectory')
         assert self.client.wait_for_server(timeout_sec=10.0)
         self.commanded = graph.collect(self.node, JointState, 'executor/commanded', 1000)
@@ -114,7 +117,9 @@ class Rig:
             traj.points.append(p)
         return ExecuteTrajectory.Goal(trajectory=traj, sequence=seq, source='/test')
 
-    def send(self, goal, feedback=None):
+    def send(self, goal, feedback=None, sign=True):
+        if sign:
+            self.signer.goal(goal)
         fut = self.client.send_goal_async(goal, feedback_callback=feedback)
         wait_until(fut.done, 10.0, 'goal response')
         handle = fut.result()
@@ -409,7 +414,7 @@ def test_preempt_racing_a_cancel_of_the_old_goal_never_stops_the_new_one(ros_gra
     for rep in range(40):
         sign = 1.0 if rep % 2 == 0 else -1.0
         old, t_sent = rig.send_moving(sign)
-        goal = rig.goal([0.3], [[0.05 * sign] * 3])
+        goal = rig.signer.goal(rig.goal([0.3], [[0.05 * sign] * 3]))
         new_future = rig.client.send_goal_async(goal)
         if rep % 2 == 0:
             old.cancel_goal_async()         # at once: the cancel is handled first
@@ -504,8 +509,8 @@ def test_the_heartbeats_motion_fence_holds_the_running_goal_and_refuses_fenced_o
     ros_graph.wait_for_subscribers(pub)
     handle, _ = rig.send_moving(1.0)
     fenced = rig.seq
-    pub.publish(InterlockHeartbeat(state='stopped', motion_allowed=False, counter=1,
-                                   fence_sequence=fenced))
+    pub.publish(rig.signer.heartbeat(InterlockHeartbeat(
+        state='stopped', motion_allowed=False, counter=1, fence_sequence=fenced)))
     res = rig.result(handle)
     t_result = rig.now()
     assert res.error_code == R.FENCED, res.error_string
@@ -514,8 +519,8 @@ def test_the_heartbeats_motion_fence_holds_the_running_goal_and_refuses_fenced_o
     assert all(list(m.position) == list(after[0].position) for m in after), 'moved after FENCED'
     assert 0.0 < after[0].position[0] < 0.2                      # held short of the goal's end
     # A fence above goals never sent yet (a goal in flight that arrives after its fence).
-    pub.publish(InterlockHeartbeat(state='stopped', motion_allowed=False, counter=2,
-                                   fence_sequence=fenced + 2))
+    pub.publish(rig.signer.heartbeat(InterlockHeartbeat(
+        state='stopped', motion_allowed=False, counter=2, fence_sequence=fenced + 2)))
     wait_until(lambda: rig.server.core.fence == fenced + 2, 5.0, 'the raised fence arrives')
     t_refused = rig.now()
     for seq in (fenced + 1, fenced + 2):
@@ -525,8 +530,8 @@ def test_the_heartbeats_motion_fence_holds_the_running_goal_and_refuses_fenced_o
     assert all(list(m.position) == list(after[0].position)
                for m in rig.commanded_since(t_refused)), 'a fenced goal moved'
     # A late copy of an older fence, then a goal above the fence: it runs to the end.
-    pub.publish(InterlockHeartbeat(state='ok', motion_allowed=True, counter=3,
-                                   fence_sequence=fenced))
+    pub.publish(rig.signer.heartbeat(InterlockHeartbeat(
+        state='ok', motion_allowed=True, counter=3, fence_sequence=fenced)))
     res = rig.run(rig.goal([0.5], [[0.05] * 3], seq=fenced + 3))
     assert res.error_code == R.SUCCESSFUL, res.error_string
 

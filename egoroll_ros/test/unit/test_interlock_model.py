@@ -16,9 +16,10 @@ e-stopped, no fault, deadman held. After every step:
 - the gate's heartbeat state says what the model says (motion allowed or not);
 - while the newest heartbeat the executor received says motion is not allowed, the only goal
   it may run (or move the setpoints with) is one the gate forwarded after sending that
-  heartbeat (they cross on the wire); a forged goal only within the documented bound: a
-  heartbeat claim is trusted up to HEARTBEAT_LEAD beyond the newest heartbeat at admission
-  (docs/executor.md; the cancel-all and, with issue 23.4, authentication cover the rest);
+  heartbeat (they cross on the wire); a goal the gate never sent never runs at all: goals and
+  heartbeats carry the gate's HMAC (core/auth.py, issue 23.4) and the executor's side checks
+  it first, as trajectory_server does; forged goals (no tag, another key, a real goal's tag,
+  an earlier boot's) and forged or replayed heartbeats are refused;
 - once the executor has received a heartbeat sent after a cancel of any kind, no goal
   forwarded before that cancel is running.
 
@@ -36,7 +37,15 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 import numpy as np
 import pytest
 
-from egoroll_ros.core.executor import HEARTBEAT_LEAD, ExecutorConfig, ExecutorCore, validate_goal
+from egoroll_ros.core.auth import (
+    HeartbeatAuthenticator,
+    Point,
+    goal_tag,
+    heartbeat_tag,
+    new_boot_id,
+    trajectory_digest,
+)
+from egoroll_ros.core.executor import ExecutorConfig, ExecutorCore, validate_goal
 from egoroll_ros.core.interlock import Interlock, InterlockConfig, Kind
 from egoroll_ros.core.types import JointTrajectoryData
 from egoroll_ros.errors import TrajectoryError
@@ -45,8 +54,17 @@ pytestmark = pytest.mark.safety  # checks motion and stops: never rerun
 
 J = ('a', 'b')
 DT = 0.01
+KEY = b'robot-half-key-for-the-model-00'   # the gate's and the executor's shared key
+HB_TIMEOUT = 0.25
 POLICY = 'p' * 64
 OTHER = 'q' * 64
+
+
+def _digest(target: np.ndarray, duration: float) -> bytes:
+    """The digest of the model's one-point goal (core/auth.py)."""
+    sec = int(duration)
+    return trajectory_digest(J, [Point(sec, round((duration - sec) * 1e9), target.tolist())],
+                             (0, 0))
 
 
 class Model:
@@ -97,9 +115,10 @@ class GateAndExecutor(RuleBasedStateMachine):
         self.exe.update_measured(self.q, None, self.t)
         self.seq = 0                         # the policy's stream (always increasing)
         self.counter = 0                     # the gate's heartbeat counter
-        self.wire_goals: list[tuple[int, int, int, np.ndarray]] = []  # seq, claim, cancels, q
-        # allowed, state, fence, counter, cancels
-        self.wire_hb: list[tuple[bool, str, int, int, int]] = []
+        # seq, claim, cancels, target, (boot, tag)
+        self.wire_goals: list[tuple[int, int, int, np.ndarray, tuple[int, bytes]]] = []
+        # allowed, state, fence, counter, cancels, boot, tag
+        self.wire_hb: list[tuple[bool, str, int, int, int, int, bytes]] = []
         self.wire_cancel = 0
         self.keys: list[int] = []
         self.cancels = 0                      # CANCEL decisions of the gate so far
@@ -109,7 +128,11 @@ class GateAndExecutor(RuleBasedStateMachine):
         self.hb_allowed: bool | None = None   # newest heartbeat the executor received
         self.hb_counter = 0
         self.hb_cancels = 0                   # cancels when that heartbeat was sent
+        self.last_honoured = None             # the newest heartbeat the executor honoured
         self.forged = 10**12
+        # core/auth.py between the two: the executor acts only on what verifies
+        self.boot = new_boot_id()
+        self.auth = HeartbeatAuthenticator(KEY, HB_TIMEOUT)
         self._heartbeat()
         self.deliver_heartbeats()
 
@@ -117,8 +140,10 @@ class GateAndExecutor(RuleBasedStateMachine):
     def _heartbeat(self) -> None:
         self.counter += 1
         fence = self.gate.fence_published()
-        self.wire_hb.append((self.gate.motion_allowed(), self.gate.state(), fence, self.counter,
-                             self.cancels))
+        allowed, state = self.gate.motion_allowed(), self.gate.state()
+        tag = heartbeat_tag(KEY, boot_id=self.boot, counter=self.counter, stamp=(0, 0),
+                            state=state, motion_allowed=allowed, fence=fence)
+        self.wire_hb.append((allowed, state, fence, self.counter, self.cancels, self.boot, tag))
 
     def _carry_out(self, decisions) -> None:  # noqa: ANN001
         self.cancels += sum(d.kind is Kind.CANCEL for d in decisions)
@@ -132,7 +157,10 @@ class GateAndExecutor(RuleBasedStateMachine):
                     self._heartbeat()     # the gate says "allowed" before its first goal
                 seq = int(d.chunk)
                 target = np.array([0.3, -0.2]) * (1 + seq % 3)
-                self.wire_goals.append((seq, self.counter, self.cancels, target))
+                tag = goal_tag(KEY, sequence=seq, source='g', boot_id=self.boot,
+                               counter=self.counter, digest=_digest(target, 0.5))
+                self.wire_goals.append((seq, self.counter, self.cancels, target,
+                                        (self.boot, tag)))
                 self.sent_cancels[seq] = self.cancels
                 self.sent_after[seq] = self.counter
 
@@ -268,13 +296,20 @@ class GateAndExecutor(RuleBasedStateMachine):
         m.estop = m.fault = m.deadman = False   # (the button may still be down: next sample)
         m.last_forwarded = None
         self.counter = 0
+        self.boot = new_boot_id()    # a new process: a new boot id, the same key
         self.cancels += 1            # everything the old gate sent is void
         self._heartbeat()
 
     # ---- the wire and the executor's side ---------------------------------------------------
-    def _submit(self, seq: int, claim: int, target: np.ndarray, duration: float = 0.5) -> None:
+    def _submit(self, seq: int, claim: int, target: np.ndarray, auth: tuple[int, bytes],
+                duration: float = 0.5) -> bool:
+        """The executor node's order: the tag (core/auth.py), admission, validation."""
         now = self.t
         traj = JointTrajectoryData(J, np.array([duration]), target[None, :], stamp=now)
+        boot, tag = auth
+        if self.auth.goal(now, tag=tag, sequence=seq, source='g', boot_id=boot, counter=claim,
+                          digest=_digest(target, duration)) is not None:
+            return False
         try:
             err = self.exe.admission_error(now, seq)
             if err is not None:
@@ -287,19 +322,49 @@ class GateAndExecutor(RuleBasedStateMachine):
             self.admitted_at[seq] = self.hb_counter
         except TrajectoryError:
             pass
+        return True
 
     @rule(which=st.integers(0, 3))
     def deliver_goal(self, which: int) -> None:
         if self.wire_goals:
-            seq, claim, _, target = self.wire_goals.pop(min(which, len(self.wire_goals) - 1))
-            self._submit(seq, claim, target)
+            seq, claim, _, target, auth = self.wire_goals.pop(
+                min(which, len(self.wire_goals) - 1))
+            self._submit(seq, claim, target, auth)
 
-    @rule(claim=st.sampled_from([0, 1, 10**18]))
-    def forged_goal(self, claim: int) -> None:
+    @rule(claim=st.sampled_from([0, 1, 10**18]),
+          how=st.sampled_from(['no tag', 'another key', 'a real tag', 'an old boot']))
+    def forged_goal(self, claim: int, how: str) -> None:
         """Another node's goal straight to the executor: any sequence above the gate's, any
-        heartbeat claim (the core does not see allowed_sources)."""
+        heartbeat claim (the core does not see allowed_sources), with no tag, one under
+        another key, a real goal's tag (copied from the wire), or signed as an earlier boot
+        of the gate would (a recording): never authenticated, so never admitted."""
         self.forged += 1
-        self._submit(self.forged, claim, np.array([2.0, 2.0]), duration=5.0)
+        target = np.array([2.0, 2.0])
+        boot, tag = self.boot, b''
+        if how == 'another key':
+            tag = goal_tag(b'x' * 32, sequence=self.forged, source='g', boot_id=boot,
+                           counter=claim, digest=_digest(target, 5.0))
+        elif how == 'a real tag' and self.wire_goals:
+            boot, tag = self.wire_goals[-1][4]
+        elif how == 'an old boot':
+            boot = 7           # never a boot of this gate (new_boot_id is random, odd, 63-bit)
+            tag = goal_tag(KEY, sequence=self.forged, source='g', boot_id=boot,
+                           counter=claim, digest=_digest(target, 5.0))
+        assert not self._submit(self.forged, claim, target, (boot, tag), duration=5.0), how
+
+    @rule(allowed=st.booleans(), ahead=st.integers(1, 3))
+    def forged_heartbeat(self, allowed: bool, ahead: int) -> None:
+        """A heartbeat from another node (no valid tag, a newer counter), or one of the gate's
+        own sent again (a replay): the executor ignores it."""
+        c = self.hb_counter
+        assert self.auth.heartbeat(self.t, tag=b'\0' * 32, boot_id=self.boot, counter=c + ahead,
+                                   stamp=(0, 0), state='ok' if allowed else 'estop',
+                                   motion_allowed=allowed, fence=0) is not None
+        if self.last_honoured is not None:
+            allowed, state, fence, counter, _, boot, tag = self.last_honoured
+            assert self.auth.heartbeat(self.t, tag=tag, boot_id=boot, counter=counter,
+                                       stamp=(0, 0), state=state, motion_allowed=allowed,
+                                       fence=fence) is not None
 
     @rule()
     def deliver_everything(self) -> None:
@@ -319,7 +384,12 @@ class GateAndExecutor(RuleBasedStateMachine):
             self._deliver_one_heartbeat()
 
     def _deliver_one_heartbeat(self) -> None:
-        allowed, state, fence, counter, stops = self.wire_hb.pop(0)
+        hb = self.wire_hb.pop(0)
+        allowed, state, fence, counter, stops, boot, tag = hb
+        if self.auth.heartbeat(self.t, tag=tag, boot_id=boot, counter=counter, stamp=(0, 0),
+                               state=state, motion_allowed=allowed, fence=fence) is not None:
+            return     # another boot while this one lives, or an old boot: ignored
+        self.last_honoured = hb
         self.exe.update_heartbeat(self.t, allowed, state, fence, counter)
         self.hb_allowed, self.hb_counter, self.hb_cancels = allowed, counter, stops
         self.exe.take_outcomes()
@@ -355,15 +425,13 @@ class GateAndExecutor(RuleBasedStateMachine):
     def _may_run(self, a: int | None, what: str) -> None:
         """Whether goal ``a`` may run now (see the module docstring)."""
         assert a is not None, f'{what} with no goal running'
+        assert a in self.sent_after, f'goal {a} that the gate never sent {what}'
         if self.hb_allowed is False:
             c = self.hb_counter
-            if a in self.sent_after:
-                assert self.sent_after[a] >= c, \
-                    f'goal {a} (sent after heartbeat {self.sent_after[a]}) {what} after ' \
-                    f'heartbeat {c} said no motion'
-            else:
-                assert c <= self.admitted_at[a] + HEARTBEAT_LEAD, \
-                    f'forged goal {a} {what} after heartbeat {c} said no motion'
+            assert a in self.sent_after, f'forged goal {a} {what}'
+            assert self.sent_after[a] >= c, \
+                f'goal {a} (sent after heartbeat {self.sent_after[a]}) {what} after ' \
+                f'heartbeat {c} said no motion'
         if a in self.sent_cancels:
             assert self.sent_cancels[a] >= self.hb_cancels, \
                 f'goal {a} forwarded before a cancel {what} after that cancel reached it'
