@@ -259,8 +259,12 @@ class PolicyNode(AwaitingLifecycleNode):
         self._toggle_button = None
 
     def _apply_live(self, changes: dict[str, Any]) -> None:
-        """``max_age.*`` and ``max_clock_offset`` set live: the next observation is judged
-        with them (the loaded policy's builder); a later configure reads them from ``p``."""
+        """``max_age.*`` set live (within their hard bounds, never while RUNNING: a rollout
+        runs on the freshness limits it was started with): the next observation is judged with
+        them (the loaded policy's builder); a later configure reads them from ``p``."""
+        if self.sm.state is State.RUNNING:
+            raise ConfigError('an input freshness limit cannot change while a rollout is '
+                              'RUNNING: stop it first (policy/stop), then set it')
         p = {**self.p, **changes}
         builder = getattr(self, 'builder', None)
         if builder is not None:

@@ -56,7 +56,7 @@ from egoroll_ros.core.interlock import (
 from egoroll_ros.core.liveness import Liveness
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.types import Chunk
-from egoroll_ros.errors import TrajectoryError
+from egoroll_ros.errors import ConfigError, TrajectoryError
 from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.auth import sign_goal, sign_heartbeat
 from egoroll_ros.ros.buttons import DebouncedButton
@@ -175,10 +175,14 @@ class SafetyGate(Node):
                                f"{p['on_reject']}")
 
     def _apply_live(self, changes: dict[str, Any]) -> None:
-        """joy_timeout and confirm_timeout set live: the interlock uses them from its next
-        event (ConfigError from the core refuses the change)."""
+        """joy_timeout and confirm_timeout set live (within their hard bounds, and only while
+        no rollout is armed): the interlock uses them from its next event (ConfigError from
+        the core, or an armed rollout, refuses the change)."""
         config = interlock_config_from_params({**self.p, **changes})
         with self._lock:
+            if self.interlock.stopped is None:
+                raise ConfigError('a safety parameter cannot change while a rollout is armed: '
+                                  'stop it first (policy/stop or safety/stop), then set it')
             self.interlock.config = config
         self.get_logger().info('set live: ' + ', '.join(f'{k}={v!r}'
                                                         for k, v in sorted(changes.items())))

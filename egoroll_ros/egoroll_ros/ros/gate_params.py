@@ -94,9 +94,9 @@ PARAMS = [
     Param('on_reject', str, 'hold', 'hold: cancel the running goal and latch a fault until '
           'safety/reset; skip: drop the chunk and let the running goal finish',
           choices=('hold', 'skip'), read_only=True),
-    Param('confirm_timeout', float, 10.0, 's a chunk waits for confirmation (live: for chunks '
-          'held from then on)', min=0.0,
-          read_only=False, min_exclusive=True),
+    Param('confirm_timeout', float, 10.0, 's a chunk waits for confirmation (live, at most '
+          '60 s, never while a rollout is armed: for chunks held from then on)', min=0.0,
+          max=60.0, read_only=False, min_exclusive=True),
     Param('require_deadman', bool, True, 'motion needs the quest/joy deadman axis held',
           read_only=True),
     Param('deadman_axis', int, 3, 'quest/joy axis index of the deadman (grip)', min=0,
@@ -114,7 +114,9 @@ PARAMS = [
     Param('toggle_debounce_time', float, 0.05, "s the toggle button must be stable (policy_node's "
           'quest.debounce_time)', min=0.0, max=2.0, read_only=True),
     Param('joy_timeout', float, 0.5, 's (steady) after which quest/joy is stale (deadman '
-          'released)', min=0.0, read_only=False, min_exclusive=True),
+          'released); live within (0, 1] s, never while a rollout is armed (a longer one would '
+          'trust a dead Quest link with the grip held)', min=0.0, max=1.0, read_only=False,
+          min_exclusive=True),
     Param('watchdog_period', float, 0.02, 's between safety watchdog checks', min=0.001,
           max=1.0, read_only=True),
     Param('diagnostics_period', float, 1.0, 's between /diagnostics messages', min=0.05,

@@ -86,17 +86,17 @@ PARAMS = [
     Param('query_frequency', float, 10.0, 'Inferences per second while running (Hz).',
           min=0.1, max=1000.0, read_only=True),
     Param('max_age.camera', float, 0.2, 'Max steady-clock age of a camera frame (s); also '
-          'how long its header stamp may stay put and its frame stay identical.',
-          min=0.001, max=60.0, read_only=False),
+          'how long its header stamp may stay put and its frame stay identical. Live within '
+          '[0.001, 1] s, never while RUNNING.', min=0.001, max=1.0, read_only=False),
     Param('max_age.joint_states', float, 0.1, 'Max age of joint_states (s); also how long '
-          'its header stamp may stay put.', min=0.001,
-          max=60.0, read_only=False),
-    Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s).',
-          min=0.001, max=60.0, read_only=False),
+          'its header stamp may stay put. Live within [0.001, 1] s, never while RUNNING.',
+          min=0.001, max=1.0, read_only=False),
+    Param('max_age.quest', float, 0.2, 'Max age of Quest inputs the policy uses (s). Live '
+          'within [0.001, 1] s, never while RUNNING.', min=0.001, max=1.0, read_only=False),
     Param('max_clock_offset', float, 0.5, "Largest allowed |this node's clock at receipt - "
           "header stamp| of a required input (s); beyond it the input is stale. 0: measured, "
-          'reported in diagnostics, not checked (a warning is logged).', min=0.0, max=3600.0,
-          read_only=False),
+          'reported in diagnostics, not checked (a warning is logged). Read-only: a live 0 '
+          'would turn the check off.', min=0.0, max=3600.0, read_only=True),
     Param('preflight_validity', float, 10.0, 'Seconds a passing preflight allows a start.',
           min=0.1, max=3600.0, read_only=True),
     Param('stall_timeout', float, 1.0, 'Seconds (steady clock) the node may go unscheduled '

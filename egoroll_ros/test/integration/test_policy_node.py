@@ -339,31 +339,37 @@ def test_status_at_5hz_or_more_with_input_ages_and_diagnostics(ros_graph, tmp_pa
     assert 'IDLE' in d.status[0].message
 
 
-def test_max_age_set_live_changes_which_inputs_are_stale(ros_graph, tmp_path):
-    """max_age.* and max_clock_offset are live: set_parameters on the running node changes
-    the limit the next inference is judged with; a bad value is refused with a reason and
-    changes nothing; a read-only parameter stays refused."""
+@pytest.mark.safety
+def test_max_age_is_live_only_within_its_bounds_and_never_while_running(ros_graph, tmp_path):
+    """max_age.* are live within [0.001, 1] s and never while RUNNING (a rollout runs on the
+    freshness limits it started with: a live 60 s would let the policy act on a stale frame);
+    max_clock_offset is read-only (a live 0 would turn its check off). Stopped, a tightened
+    limit judges the next observation: the preflight then fails on the stale input."""
     node = _node(ros_graph, make_fake_checkpoint(tmp_path / 'ck'),
-                 **{'max_age.joint_states': 5.0})
+                 **{'max_age.joint_states': 1.0})
     inputs = Inputs(ros_graph)
     wait_until(lambda: _call(node, 'preflight').success, 10, 'a passing preflight')
     assert _call(node, 'start').success
     wait_until(lambda: node.sm.chunks_published >= 2, 5, 'chunks')
-    inputs.stop()
-    # joint_states stopped; under the 5 s limit inference goes on. Tightened live to 0.1 s,
-    # the next inferences are skipped, naming the new limit.
-    base = node.inferences_skipped
-    result = node.set_parameters([Parameter('max_age.joint_states', value=0.1)])[0]
-    assert result.successful, result.reason
-    assert node.get_parameter('max_age.joint_states').value == 0.1
-    wait_until(lambda: node.inferences_skipped >= base + 2
-               and 'old (max 0.100 s)' in node.last_skip_reason, 5, 'skips at the new limit')
+    for name, value in (('max_age.joint_states', 0.1), ('max_age.camera', 0.5)):
+        before = node.get_parameter(name).value
+        result = node.set_parameters([Parameter(name, value=value)])[0]
+        assert not result.successful and 'RUNNING' in result.reason, (name, result.reason)
+        assert node.get_parameter(name).value == before and node.p[name] == before
+    assert _call(node, 'stop').success
     for name, bad in (('max_age.camera', 0.0), ('max_age.quest', 100.0),
-                      ('max_clock_offset', -1.0)):
+                      ('max_age.joint_states', 1.5), ('max_clock_offset', 0.0),
+                      ('max_clock_offset', 60.0)):
         before = node.get_parameter(name).value
         result = node.set_parameters([Parameter(name, value=bad)])[0]
         assert not result.successful and result.reason, name
         assert node.get_parameter(name).value == before and node.p[name] == before
+    result = node.set_parameters([Parameter('max_age.joint_states', value=0.1)])[0]
+    assert result.successful, result.reason
+    assert node.get_parameter('max_age.joint_states').value == 0.1
+    inputs.stop()
+    wait_until(lambda: not _call(node, 'preflight').success, 10,
+               'the preflight fails on joint_states older than the new limit')
     result = node.set_parameters([Parameter('query_frequency', value=20.0)])[0]
     assert not result.successful and node.get_parameter('query_frequency').value == 50.0
 

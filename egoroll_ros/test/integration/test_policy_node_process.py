@@ -66,7 +66,7 @@ def test_installed_node_preflights_and_runs_a_read_only_act_checkpoint(ros_graph
                            'policy.num_threads': 1,
                            # this test is about the installed node and config, not staleness:
                            # tolerate a loaded 2-core machine
-                           'max_age.camera': 2.0, 'max_age.joint_states': 2.0,
+                           'max_age.camera': 1.0, 'max_age.joint_states': 1.0,  # (the bound)
                            'gate.arm_service': '', 'gate.stop_service': '',   # no safety gate here
                            'gate.require_preflight_acceptance': False},
                    wait_services=['policy/preflight', 'policy/start', 'policy/stop'],

@@ -289,27 +289,48 @@ def test_deadman_release_and_stale_joy_stop_forwarding(make_rig):
     wait_until(lambda: rig.server.canceled == [2, 4], 5.0, 'stale quest/joy cancels')
 
 
-def test_joy_timeout_set_live_cancels_on_the_new_timeout(make_rig):
-    """joy_timeout is live: set_parameters on the running gate makes the next watchdog judge
-    quest/joy with it; a bad value is refused with a reason; require_deadman stays read-only."""
-    rig = make_rig(require_deadman=True, joy_timeout=30.0)
+@pytest.mark.safety
+def test_joy_timeout_is_live_only_within_its_bounds_and_never_while_armed(make_rig):
+    """joy_timeout is live within (0, 1] s and never while a rollout is armed (a live 1e9
+    would trust a dead Quest link with the grip held for good): refused then, with a reason,
+    and nothing changes. Disarmed, a new value is taken, and the armed rollout after it is
+    judged with it: quest/joy going quiet cancels at the new timeout. require_deadman stays
+    read-only."""
+    rig = make_rig(require_deadman=True, joy_timeout=1.0, arm=False)
     rig.graph.wait_for_subscribers(rig.joy_pub)
-    for _ in range(3):
-        rig.joy_pub.publish(Joy(axes=[0.0, 0.0, 0.0, 1.0], buttons=[0, 0]))
-    wait_until(lambda: rig.gate.interlock.deadman_held, 5.0, 'deadman held')
-    assert rig.send(1).forwarded
-    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
-    # quest/joy has gone quiet; under 30 s nothing happens, at 0.2 s the watchdog cancels
-    result = rig.gate.set_parameters([Parameter('joy_timeout', value=0.2)])[0]
-    assert result.successful, result.reason
-    wait_until(lambda: rig.server.canceled == [1], 5.0, 'stale quest/joy at the new timeout')
-    assert rig.gate.interlock.config.joy_timeout == 0.2 and rig.gate.p['joy_timeout'] == 0.2
-    for name, value in (('joy_timeout', 0.0), ('confirm_timeout', -1.0),
+    for name, value in (('joy_timeout', 0.0), ('joy_timeout', 1.5), ('joy_timeout', 1e9),
+                        ('confirm_timeout', -1.0), ('confirm_timeout', 1e9),
                         ('require_deadman', False)):
         before = rig.gate.get_parameter(name).value
         result = rig.gate.set_parameters([Parameter(name, value=value)])[0]
-        assert not result.successful and result.reason, name
+        assert not result.successful and result.reason, (name, value)
         assert rig.gate.get_parameter(name).value == before
+    result = rig.gate.set_parameters([Parameter('joy_timeout', value=0.3)])[0]
+    assert result.successful, result.reason
+    assert rig.gate.interlock.config.joy_timeout == 0.3 and rig.gate.p['joy_timeout'] == 0.3
+    stop = threading.Event()
+
+    def hold() -> None:
+        while not stop.wait(0.02):
+            rig.joy_pub.publish(Joy(axes=[0.0, 0.0, 0.0, 1.0], buttons=[0, 0]))
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: rig.gate.interlock.deadman_held, 5.0, 'deadman held')
+        rig.arm(1)
+        assert rig.send(2).forwarded
+        wait_until(lambda: rig.server.sequences() == [2], 5.0, 'goal 2')
+        for name, value in (('joy_timeout', 0.5), ('confirm_timeout', 5.0)):
+            before = rig.gate.get_parameter(name).value
+            result = rig.gate.set_parameters([Parameter(name, value=value)])[0]
+            assert not result.successful and 'armed' in result.reason, (name, result.reason)
+            assert rig.gate.get_parameter(name).value == before
+        assert rig.gate.interlock.config.joy_timeout == 0.3
+    finally:
+        stop.set()
+        t.join()
+    # quest/joy has gone quiet: the watchdog cancels at the 0.3 s set before the arm
+    wait_until(lambda: rig.server.canceled == [2], 5.0, 'stale quest/joy at the new timeout')
     assert rig.gate.interlock.config.require_deadman
 
 
