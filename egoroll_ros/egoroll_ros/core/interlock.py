@@ -636,6 +636,17 @@ class Interlock:
             return []
         return self.stop(what)
 
+    def latch_fault(self, reason: str) -> list[Decision]:
+        """Something the gate must not act past (a different robot model offered during a
+        rollout): cancel, latch the fault until ``safety/reset`` and disarm (a new preflight
+        and start after the reset)."""
+        out = self._cancel(f'fault: {reason}')
+        if self.fault is None:
+            self.fault = reason
+            out.append(Decision(Kind.LATCH, f'fault latched: {reason}'))
+        self._disarm(f'fault latched: {reason}')
+        return out
+
     def cancel(self, reason: str) -> list[Decision]:
         """Cancel without latching (invalid robot model, shutdown)."""
         return self._cancel(reason)

@@ -157,7 +157,7 @@ class SafetyGate(Node):
         self._diag.add('safety gate', self._diagnostics)
 
         self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
-                                          self._model_failed)
+                                          self._model_failed, on_refused=self._model_refused)
         for name in sorted(self.config.disabled_checks):
             self.get_logger().warning(f"check '{name}' is DISABLED by parameter "
                                       'disabled_checks')
@@ -207,6 +207,15 @@ class SafetyGate(Node):
         self.get_logger().error(f'invalid robot model, every chunk is rejected: {error}')
         with self._lock:
             self._execute(self.interlock.stop(f'invalid robot model: {error}'))
+
+    def _model_refused(self, why: str) -> None:
+        """A different robot_description after the model was fixed: never applied; during an
+        armed rollout the fault latches (someone is changing what the robot is allowed to
+        do)."""
+        self.get_logger().error(f'robot model: {why}')
+        with self._lock:
+            if self.interlock.stopped is None:
+                self._execute(self.interlock.latch_fault(f'robot model: {why}'))
 
     def _on_joint_state(self, msg: JointState) -> None:
         try:
@@ -621,6 +630,9 @@ class SafetyGate(Node):
                       ('stalls', self._liveness.stalls),
                       ('longest_scheduling_gap', f'{self._liveness.max_gap:.3f}'),
                       ('auth_key', f'{self._auth_path} ({key_id(self._auth_key)})'),
+                      ('robot_model_sha256', self._models.model_hash[:16]),
+                      ('robot_descriptions_refused', self._models.refused),
+                      ('last_robot_model_refusal', self._models.last_refusal),
                       ('boot_id', f'{self._boot_id:x}')]
             values += list(il.stats.items())
             values += [('violations.' + k, v) for k, v in sorted(self._counts.items())]

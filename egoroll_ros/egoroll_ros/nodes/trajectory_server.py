@@ -286,7 +286,7 @@ class TrajectoryServer(Node):
                 self.get_logger().warning(f"parameter '{name}' is {p[name]} (off): {what}")
         self._model_source = p['urdf_path'] or 'robot_description'
         self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
-                                          self._model_failed)
+                                          self._model_failed, on_refused=self._model_refused)
         self._action = ActionServer(
             self, ExecuteTrajectory, 'execute_trajectory',
             execute_callback=self._execute, goal_callback=lambda _goal: GoalResponse.ACCEPT,
@@ -346,6 +346,11 @@ class TrajectoryServer(Node):
             self.get_logger().error(f'{problem}; every goal is refused')
         else:
             self.get_logger().info(f'position limits from {self.core.limits_source}')
+
+    def _model_refused(self, why: str) -> None:
+        """A different robot_description after the limits were fixed: never applied (the
+        gate latches its fault if a rollout is armed)."""
+        self.get_logger().error(f'robot model: {why}')
 
     def _model_failed(self, error: str) -> None:
         with self._lock:
@@ -660,6 +665,9 @@ class TrajectoryServer(Node):
             values['heartbeats_refused'] = a.refused_heartbeats
             values['goals_refused_auth'] = a.refused_goals
             values['last_auth_refusal'] = a.last_refusal
+            values['robot_model_sha256'] = self._models.model_hash[:16]
+            values['robot_descriptions_refused'] = self._models.refused
+            values['last_robot_model_refusal'] = self._models.last_refusal
         error = values['last_error']
         return TaskStatus(WARN if error else OK,
                           values['state'] + (f' ({error})' if error else ''), values.items())

@@ -10,7 +10,7 @@ import pytest
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState, Joy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -362,6 +362,42 @@ def test_robot_description_topic_provides_the_model(make_rig):
     wait_until(lambda: rig.gate._model is not None, 5.0, 'model from robot_description')
     rig.arm(2)
     assert rig.send(3).forwarded
+
+
+@pytest.mark.safety
+def test_a_second_robot_description_never_widens_the_limits_and_latches_a_fault_when_armed(
+        make_rig):
+    """Issue 24.1: the model is fixed by the first valid robot_description. A different one
+    from a second publisher (another robot_state_publisher, a replayed bag's latched copy)
+    with wider limits is refused: the model and its limits stay as they were, /diagnostics
+    counts the refusal, and during an armed rollout the fault latches and the goal is
+    canceled. The same description again changes nothing."""
+    rig = make_rig(urdf_path='', arm=False)
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    pub = rig.tester.create_publisher(String, 'robot_description', latched)
+    pub.publish(String(data=URDF))
+    wait_until(lambda: rig.gate._model is not None, 5.0, 'model from robot_description')
+    model, fixed = rig.gate._model, rig.gate._models.model_hash
+    rig.arm(2)
+    assert rig.send(3).forwarded
+    wait_until(lambda: rig.server.sequences() == [3], 5.0, 'goal 3')
+    wide = URDF.replace('lower="-2" upper="2"', 'lower="-3.1" upper="3.1"')
+    assert wide != URDF
+    other = rig.graph.node('second_state_publisher').create_publisher(
+        String, 'robot_description', latched)
+    other.publish(String(data=wide))
+    wait_until(lambda: rig.gate._models.refused >= 1, 5.0, 'the second description refused')
+    assert rig.gate._model is model and rig.gate._models.model_hash == fixed
+    assert model.joints['pan'].upper == 2.0
+    wait_until(lambda: rig.gate.interlock.fault is not None, 5.0, 'the fault latches')
+    assert 'robot model' in rig.gate.interlock.fault
+    wait_until(lambda: rig.server.canceled == [3], 5.0, 'the running goal is canceled')
+    assert not rig.send(4).forwarded
+    values = dict(rig.gate._diagnostics().values)
+    assert values['robot_descriptions_refused'] >= 1
+    assert values['robot_model_sha256'] == fixed[:16]
+    assert 'refused, the model is unchanged' in values['last_robot_model_refusal']
 
 
 def test_a_live_chunk_continuing_a_lagging_arm_is_forwarded_and_never_faults(rig):

@@ -559,6 +559,24 @@ def test_rogue_goal_beyond_the_urdf_limit_is_stopped_by_the_executors_own_limits
     assert max(m.position[0] for m in msgs) > 0.25              # it did move up to there
 
 
+@pytest.mark.safety
+def test_a_second_robot_description_never_widens_the_executors_limits(ros_graph):
+    """Issue 24.1: the executor's limits are fixed by the first valid robot_description; a
+    different one (a second publisher, wider limits) is refused and counted, and a goal past
+    the first model's limit still aborts LIMIT_VIOLATED at that limit."""
+    rig = Rig(ros_graph, server={'require_position_limits': True})
+    pub = rig.node.create_publisher(String, DESCRIPTION_TOPIC, LATCHED)
+    pub.publish(String(data=_urdf(0.3)))
+    wait_until(lambda: rig.server.core.position_limits is not None, 10.0, 'URDF limits')
+    other = ros_graph.node('second_state_publisher').create_publisher(
+        String, DESCRIPTION_TOPIC, LATCHED)
+    other.publish(String(data=_urdf(1.0)))
+    wait_until(lambda: rig.server._models.refused >= 1, 10.0, 'the second one refused')
+    res = rig.run(rig.goal([1.0], [[0.6, 0.1, 0.1]]))
+    assert res.error_code == R.LIMIT_VIOLATED, res.error_string
+    assert '[-1, 0.3]' in res.error_string
+
+
 def test_position_limit_parameters_beyond_the_urdf_make_its_model_unusable(ros_graph):
     """Parameters may only tighten the URDF's limits: ones beyond them refuse every goal."""
     strict = Rig(ros_graph, server={'require_position_limits': True,
