@@ -273,6 +273,9 @@ class OfflineInterlock:
             else:
                 reason = 'deadman released'
             current[('deadman', reason)] = now
+        elif il.quest_link_lost():
+            current[('quest_link', 'no quest/joy yet' if il.joy_time is None else
+                     'quest/joy stale: the e-stop channel is lost')] = now
         self._stretches.update_keys(current, now)
 
     # ---- results ---------------------------------------------------------------------------

@@ -150,6 +150,10 @@ class InterlockConfig:
 
     Args:
         require_deadman: motion needs the deadman held.
+        require_quest: motion needs fresh quest/joy (within ``joy_timeout``), deadman or not:
+            it carries the e-stop (issue 24.2); the gate sets it unless no e-stop button is
+            configured on quest/joy and the deadman is not required. With ``require_deadman``
+            the deadman's own staleness rule covers it.
         deadman_threshold: shown as the limit of a ``deadman`` block.
         joy_timeout: s after which quest/joy is stale (the deadman counts as released).
         max_joint_state_age: s; older joint_states cancel the running goal.
@@ -162,6 +166,7 @@ class InterlockConfig:
     """
 
     require_deadman: bool = True
+    require_quest: bool = True
     deadman_threshold: float = 0.5
     joy_timeout: float = 0.5
     max_joint_state_age: float = 0.2
@@ -189,7 +194,9 @@ def interlock_config_from_params(p: dict[str, Any]) -> InterlockConfig:
         ConfigError: naming the parameter.
     """
     return InterlockConfig(
-        require_deadman=p['require_deadman'], deadman_threshold=p['deadman_threshold'],
+        require_deadman=p['require_deadman'],
+        require_quest=bool(p['require_deadman']) or int(p['estop_button']) >= 0,
+        deadman_threshold=p['deadman_threshold'],
         joy_timeout=p['joy_timeout'], max_joint_state_age=p['max_joint_state_age'],
         on_reject=p['on_reject'], confirm_timeout=p['confirm_timeout'],
         stall_timeout=p['stall_timeout'])
@@ -273,6 +280,8 @@ class Interlock:
         self.fault: str | None = None
         self.deadman_held = False
         self.joy_time: float | None = None
+        #: quest/joy arrived within joy_timeout (the e-stop channel is alive).
+        self.quest_fresh = False
         self._prev_confirm = False
         #: The rollout-stopped latch (its reason; None: armed). Disarmed at start-up.
         self.stopped: str | None = NOT_ARMED
@@ -339,7 +348,15 @@ class Interlock:
             return STATE_STOPPED
         if self.config.require_deadman and not self.deadman_held:
             return STATE_DEADMAN
+        if self.quest_link_lost():
+            return STATE_DEADMAN
         return STATE_OK
+
+    def quest_link_lost(self) -> bool:
+        """No fresh quest/joy, and the e-stop channel is required without the deadman (with
+        the deadman required, it reads as the deadman released)."""
+        cfg = self.config
+        return cfg.require_quest and not cfg.require_deadman and not self.quest_fresh
 
     def motion_allowed(self) -> bool:
         """Whether the interlock would forward a good chunk now (the heartbeat carries it)."""
@@ -377,6 +394,10 @@ class Interlock:
         if self.config.require_deadman and not self.deadman_held:
             out.append(Block('deadman', math.nan, self.config.deadman_threshold,
                              'deadman: the Quest deadman is not held'))
+        if self.quest_link_lost():
+            out.append(Block('quest_link', math.nan, self.config.joy_timeout,
+                             'quest_link: no quest/joy within joy_timeout: the e-stop channel '
+                             'is not known to work'))
         if self.last_forwarded is not None and sequence <= self.last_forwarded:
             out.append(Block('old_sequence', float(sequence), float(self.last_forwarded),
                              f'old_sequence: {sequence} is not newer than the last forwarded '
@@ -412,6 +433,7 @@ class Interlock:
         """A quest/joy sample. Returns the decisions and whether confirm was just pressed."""
         out: list[Decision] = []
         self.joy_time = now
+        self.quest_fresh = True
         self.estop_down = estop_down
         if estop_down and not self.estop:
             self.estop = True
@@ -430,13 +452,22 @@ class Interlock:
         """The watchdog: stale quest/joy, stale joint_states, expired confirmation."""
         out: list[Decision] = []
         cfg = self.config
-        if cfg.require_deadman and self.deadman_held and (
-                self.joy_time is None or now - self.joy_time > cfg.joy_timeout):
+        stale = self.joy_time is None or now - self.joy_time > cfg.joy_timeout
+        if cfg.require_deadman and self.deadman_held and stale:
             self.deadman_held = False
+            self.quest_fresh = False
             if self.stopped is None and self._live_at is not None:
                 out += self.stop('quest/joy stale (deadman released): the Quest link is lost')
             else:
                 out += self._cancel('quest/joy stale (deadman released)')
+        elif self.quest_fresh and stale:
+            self.quest_fresh = False
+            if cfg.require_quest and not cfg.require_deadman:
+                if self.stopped is None and self._live_at is not None:
+                    out += self.stop('quest/joy stale: the Quest link, and with it the '
+                                     'e-stop, is lost')
+                else:
+                    out += self._cancel('quest/joy stale: the e-stop channel is lost')
         if self.goal_active and (joint_state_received is None
                                  or now - joint_state_received > cfg.max_joint_state_age):
             out += self._cancel('joint_states stale')

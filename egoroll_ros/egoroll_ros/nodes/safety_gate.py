@@ -165,8 +165,11 @@ class SafetyGate(Node):
             self.get_logger().warning('no ee_workspace_min/max configured: the ee_workspace '
                                       'check does nothing')
         if not p['require_deadman']:
-            self.get_logger().warning('require_deadman is false: motion does not need the '
-                                      'Quest deadman')
+            self.get_logger().warning(
+                'require_deadman is false: motion does not need the Quest deadman' +
+                ('; quest/joy must still arrive within joy_timeout (it carries the e-stop)'
+                 if p['estop_button'] >= 0 else '; estop_button is -1: NO e-stop channel on '
+                 'quest/joy is watched (the loss of the Quest stops nothing)'))
         if p['stall_timeout'] <= 0.0:
             self.get_logger().warning('stall_timeout is 0: a gate or driver that hung and '
                                       'resumed continues the rollout without a new start')
@@ -293,6 +296,8 @@ class SafetyGate(Node):
             return f'rollout stopped: {il.stopped}'
         if il.config.require_deadman and not il.deadman_held:
             return 'the Quest deadman is not held'
+        if il.quest_link_lost():
+            return 'no fresh quest/joy: the e-stop channel is not known to work'
         return ''
 
     def _execute(self, decisions: list[Decision]) -> None:
@@ -621,6 +626,8 @@ class SafetyGate(Node):
                       ('disabled_checks', ','.join(sorted(self.config.disabled_checks))),
                       ('deadman_held', il.deadman_held),
                       ('require_deadman', self.p['require_deadman']),
+                      ('quest_link', 'fresh' if il.quest_fresh else 'lost'),
+                      ('estop_channel_watched', il.config.require_quest),
                       ('on_reject', self.p['on_reject']),
                       ('goal_active', il.goal_active),
                       ('executor_ready', self._client.server_is_ready()),

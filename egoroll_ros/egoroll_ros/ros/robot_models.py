@@ -116,8 +116,8 @@ class RobotModelProvider:
             model = load_robot_model(path, text)
             if path:
                 digest = hashlib.sha256(Path(resolve_path(path)).read_bytes()).hexdigest()
+            self.model_hash = digest        # (before the node sees the model)
             self._on_model(model)
         except (RobotModelError, ConfigError, OSError) as exc:
+            self.model_hash = ''
             self._on_error(str(exc))
-            return
-        self.model_hash = digest

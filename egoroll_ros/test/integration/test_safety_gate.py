@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -99,7 +100,10 @@ class Rig:
         urdf.write_text(params.pop('urdf_text', URDF))
         values = dict(joints=ARM, urdf_path=str(urdf), ee_frames=['tool0'],
                       gripper_joints=['gripper'], gripper_min=[0.0], gripper_max=[0.035],
-                      max_step=[0.2, 0.2, 0.2, 0.2, 0.01], require_deadman=False)
+                      max_step=[0.2, 0.2, 0.2, 0.2, 0.01], require_deadman=False,
+                      # no Quest stream unless a test holds one (Rig.quest): no e-stop
+                      # channel to watch; the tests of the e-stop set estop_button
+                      estop_button=-1)
         values.update(params)
         overrides = [Parameter(k, value=v) for k, v in values.items()]
         self.graph = graph
@@ -144,6 +148,27 @@ class Rig:
         self.chunk_pub.publish(chunk_to_msg(Chunk(seq, POLICY, stamp, traj, shadow=shadow)))
         return self.verdicts.wait_for(lambda v: v.sequence == seq and v.shadow == shadow, 5.0,
                                       start=start)
+
+    @contextlib.contextmanager
+    def quest(self, grip: float = 0.0):  # noqa: ANN201
+        """A Quest stream at 50 Hz while the block runs (quest/joy fresh: the e-stop channel
+        alive); yields a dict whose 'estop' (0/1) and 'grip' the stream publishes."""
+        state = {'estop': 0, 'grip': grip}
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(0.02):
+                self.joy_pub.publish(Joy(axes=[0.0, 0.0, 0.0, state['grip']],
+                                         buttons=[0, state['estop']]))
+        self.graph.wait_for_subscribers(self.joy_pub)
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        try:
+            wait_until(lambda: self.gate.interlock.quest_fresh, 5.0, 'quest/joy reaches the gate')
+            yield state
+        finally:
+            stop.set()
+            t.join()
 
     def call_reset(self) -> Trigger.Response:
         assert self.reset.wait_for_service(timeout_sec=5.0)
@@ -237,25 +262,51 @@ def test_shadow_chunks_get_a_verdict_and_are_never_forwarded(rig):
     assert rig.server.sequences() == [1]
 
 
-def test_estop_cancels_the_running_goal_within_bounded_time_and_latches(rig):
-    assert rig.send(1).forwarded
-    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
-    wait_until(lambda: rig.gate._goal_handle is not None, 5.0, 'gate holds the goal handle')
-    rig.graph.wait_for_subscribers(rig.joy_pub)
-    pressed = time.monotonic()
-    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 1]))
-    wait_until(lambda: rig.server.canceled == [1], 5.0, 'goal canceled by e-stop')
-    latency = time.monotonic() - pressed
-    assert latency < 2.0, latency                   # generous: shared 2-core machine
-    verdict = rig.send(2)
-    assert not verdict.forwarded and 'estop' in {v.check for v in verdict.violations}
-    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0]))
-    wait_until(lambda: not rig.gate.interlock.estop_down, 5.0, 'e-stop released')
-    assert rig.call_reset().success
-    # the e-stop disarmed the gate: the reset alone moves nothing, a new start does
-    assert [v.check for v in rig.send(3).violations] == ['rollout_stopped']
-    rig.arm(4)
-    assert rig.send(5).forwarded
+def test_estop_cancels_the_running_goal_within_bounded_time_and_latches(make_rig):
+    rig = make_rig(estop_button=1)
+    with rig.quest() as quest:
+        assert rig.send(1).forwarded
+        wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+        wait_until(lambda: rig.gate._goal_handle is not None, 5.0, 'gate holds the goal handle')
+        pressed = time.monotonic()
+        quest['estop'] = 1
+        wait_until(lambda: rig.server.canceled == [1], 5.0, 'goal canceled by e-stop')
+        latency = time.monotonic() - pressed
+        assert latency < 2.0, latency                   # generous: shared 2-core machine
+        verdict = rig.send(2)
+        assert not verdict.forwarded and 'estop' in {v.check for v in verdict.violations}
+        quest['estop'] = 0
+        wait_until(lambda: not rig.gate.interlock.estop_down, 5.0, 'e-stop released')
+        assert rig.call_reset().success
+        # the e-stop disarmed the gate: the reset alone moves nothing, a new start does
+        assert [v.check for v in rig.send(3).violations] == ['rollout_stopped']
+        rig.arm(4)
+        assert rig.send(5).forwarded
+
+
+@pytest.mark.safety
+def test_without_the_deadman_the_quest_link_still_carries_the_estop(make_rig):
+    """Issue 24.2 (hazards S18): require_deadman false, an e-stop button configured: quest/joy
+    must still be fresh, because it carries the e-stop. Never received: nothing is forwarded
+    (quest_link) and the heartbeat forbids motion; once the stream runs, chunks go; when it
+    stops for joy_timeout during the live rollout the goal is canceled and the rollout stops
+    (a new preflight and start are needed), as when the deadman's Quest link is lost."""
+    rig = make_rig(estop_button=1, joy_timeout=0.3)
+    verdict = rig.send(1)
+    assert not verdict.forwarded and [v.check for v in verdict.violations] == ['quest_link']
+    assert not rig.gate.interlock.motion_allowed()
+    with rig.quest():
+        assert rig.send(2).forwarded
+        wait_until(lambda: rig.server.sequences() == [2], 5.0, 'goal 2')
+    lost = time.monotonic()
+    wait_until(lambda: rig.server.canceled == [2], 5.0, 'the lost Quest link cancels')
+    assert time.monotonic() - lost < 0.3 + 1.5          # joy_timeout + a loaded machine
+    assert 'e-stop' in (rig.gate.interlock.stopped or ''), rig.gate.interlock.stopped
+    with rig.quest():
+        checks = [v.check for v in rig.send(3).violations]
+        assert checks == ['rollout_stopped'], checks
+        rig.arm(4)
+        assert rig.send(5).forwarded
 
 
 def test_deadman_release_and_stale_joy_stop_forwarding(make_rig):
@@ -416,36 +467,37 @@ def test_a_live_chunk_continuing_a_lagging_arm_is_forwarded_and_never_faults(rig
     wait_until(lambda: rig.server.sequences()[-1:] == [5], 5.0, 'goal 5 reaches the executor')
 
 
-def test_every_stop_raises_the_heartbeats_motion_fence_over_the_goals_sent_before_it(rig):
+def test_every_stop_raises_the_heartbeats_motion_fence_over_the_goals_sent_before_it(make_rig):
     """safety/stop and the e-stop raise fence_sequence to the last forwarded goal (goals in
     flight included), heartbeats carry it from then on, and goals forwarded after a re-arm
     are above it."""
-    beats = rig.graph.collect(rig.tester, InterlockHeartbeat, 'safety/heartbeat')
-    stop = rig.tester.create_client(Trigger, 'safety/stop')
-    assert beats.wait_for(lambda h: True, 5.0).fence_sequence == 0
-    assert rig.send(1).forwarded and rig.send(2).forwarded
-    wait_until(lambda: rig.server.sequences() == [1, 2], 5.0, 'goals 1 and 2')
-    assert stop.wait_for_service(timeout_sec=5.0)
-    start = len(beats.snapshot())
-    future = stop.call_async(Trigger.Request())
-    wait_until(future.done, 10.0, 'safety/stop answers')
-    assert future.result().success, future.result().message
-    hb = beats.wait_for(lambda h: h.fence_sequence == 2, 5.0, start=start)
-    assert hb.state == InterlockHeartbeat.STATE_STOPPED and not hb.motion_allowed
-    assert all(h.fence_sequence in (0, 2) for h in beats.snapshot()[start:])
-    rig.arm(3)                                                   # re-armed
-    assert rig.send(4).forwarded                                 # above the fence
-    wait_until(lambda: rig.server.sequences() == [1, 2, 4], 5.0, 'goal 4')
-    start = len(beats.snapshot())
-    rig.graph.wait_for_subscribers(rig.joy_pub)
-    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 1]))     # e-stop
-    beats.wait_for(lambda h: h.fence_sequence == 4 and h.state == 'estop', 5.0, start=start)
-    # The fence never falls (reset keeps it).
-    rig.joy_pub.publish(Joy(axes=[0.0] * 4, buttons=[0, 0]))
-    wait_until(lambda: not rig.gate.interlock.estop_down, 5.0, 'e-stop released')
-    assert rig.call_reset().success
-    start = len(beats.snapshot())
-    assert beats.wait_count(start + 3, 5.0)[-1].fence_sequence == 4
+    rig = make_rig(estop_button=1)
+    with rig.quest() as quest:
+        beats = rig.graph.collect(rig.tester, InterlockHeartbeat, 'safety/heartbeat')
+        stop = rig.tester.create_client(Trigger, 'safety/stop')
+        assert beats.wait_for(lambda h: True, 5.0).fence_sequence == 0
+        assert rig.send(1).forwarded and rig.send(2).forwarded
+        wait_until(lambda: rig.server.sequences() == [1, 2], 5.0, 'goals 1 and 2')
+        assert stop.wait_for_service(timeout_sec=5.0)
+        start = len(beats.snapshot())
+        future = stop.call_async(Trigger.Request())
+        wait_until(future.done, 10.0, 'safety/stop answers')
+        assert future.result().success, future.result().message
+        hb = beats.wait_for(lambda h: h.fence_sequence == 2, 5.0, start=start)
+        assert hb.state == InterlockHeartbeat.STATE_STOPPED and not hb.motion_allowed
+        assert all(h.fence_sequence in (0, 2) for h in beats.snapshot()[start:])
+        rig.arm(3)                                                   # re-armed
+        assert rig.send(4).forwarded                                 # above the fence
+        wait_until(lambda: rig.server.sequences() == [1, 2, 4], 5.0, 'goal 4')
+        start = len(beats.snapshot())
+        quest['estop'] = 1                                           # e-stop
+        beats.wait_for(lambda h: h.fence_sequence == 4 and h.state == 'estop', 5.0, start=start)
+        # The fence never falls (reset keeps it).
+        quest['estop'] = 0
+        wait_until(lambda: not rig.gate.interlock.estop_down, 5.0, 'e-stop released')
+        assert rig.call_reset().success
+        start = len(beats.snapshot())
+        assert beats.wait_count(start + 3, 5.0)[-1].fence_sequence == 4
 
 
 def test_the_quest_toggle_stops_a_live_rollout_at_the_gate_and_a_start_press_is_ignored(
@@ -488,4 +540,4 @@ def test_a_toggle_button_that_is_the_estop_button_is_refused_at_start(ros_graph,
     from egoroll_ros.errors import ConfigError
 
     with pytest.raises(ConfigError, match="'toggle_button': 1 is also 'estop_button'"):
-        Rig(ros_graph, tmp_path, toggle_button=1)
+        Rig(ros_graph, tmp_path, toggle_button=1, estop_button=1)

@@ -55,7 +55,9 @@ class ConfirmRig:
         values = dict(joints=ARM, urdf_path=str(urdf), ee_frames=['tool0'],
                       gripper_joints=['gripper'], gripper_min=[0.0], gripper_max=[0.035],
                       max_step=[0.2, 0.2, 0.2, 0.2, 0.01], require_deadman=False,
-                      confirm_timeout=10.0)
+                      # no Quest stream here: no e-stop channel to watch (the quest/joy
+                      # watchdog has its own tests in test_safety_gate.py)
+                      estop_button=-1, confirm_timeout=10.0)
         values.update(params)
         ns = f'/confirm_{os.getpid()}_{next(self._count)}'
         self.graph = graph

@@ -61,7 +61,8 @@ def graph(ros_graph, launcher):
                    # The demo config's 0.2 s joint_states age cancels on a loaded 2-core test
                    # machine when the sim process is descheduled; the stale path has its own
                    # tests (test_safety_gate_stop_e2e.py).
-                   params=dict(urdf_path=urdf, require_deadman=False,
+                   # No Quest here: neither the deadman nor the e-stop channel is watched.
+                   params=dict(urdf_path=urdf, require_deadman=False, estop_button=-1,
                                max_joint_state_age=0.5),
                    wait_subscriptions=['policy/chunk'], wait_publishers=['safety/verdict'])
     node = ros_graph.node('e2e_tester')

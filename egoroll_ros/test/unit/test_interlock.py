@@ -142,6 +142,38 @@ def test_stale_joy_releases_the_deadman_and_cancels():
     assert not il.deadman_held and not il.goal_active
 
 
+def test_without_the_deadman_a_stale_quest_link_still_stops_the_rollout():
+    """Issue 24.2 (hazards S18): require_deadman off, require_quest on (an e-stop button):
+    no quest/joy yet blocks (quest_link) and forbids motion; a fresh one allows it; stale
+    during a live rollout it stops the rollout (a new preflight and start), before any live
+    chunk it only cancels. require_quest off: quest/joy is not watched at all."""
+    il = Interlock(InterlockConfig(require_deadman=False, require_quest=True, joy_timeout=0.5))
+    arm(il, 0)
+    out = good(il, 1)
+    assert not out.forwarded and [b.check for b in out.blocks] == ['quest_link']
+    assert il.state() == STATE_DEADMAN and not il.motion_allowed()
+    il.joy(1.0, estop_down=False, deadman_held=False, confirm_down=False)
+    assert il.motion_allowed() and good(il, 2, now=1.0).forwarded
+    out = il.timer(1.6, 1.6)
+    assert Kind.CANCEL in kinds(out) and il.stopped is not None and 'e-stop' in il.stopped
+    il.joy(2.0, estop_down=False, deadman_held=False, confirm_down=False)
+    assert [b.check for b in good(il, 3, now=2.0).blocks] == ['rollout_stopped']
+    free = Interlock(InterlockConfig(require_deadman=False, require_quest=False))
+    arm(free, 0)
+    assert good(free, 1).forwarded and free.timer(100.0, 100.0) == []
+
+
+@pytest.mark.parametrize(('deadman', 'estop_button', 'watched'), [
+    (True, 1, True), (True, -1, True), (False, 1, True), (False, -1, False)])
+def test_the_gate_watches_quest_joy_unless_neither_deadman_nor_estop_uses_it(
+        deadman, estop_button, watched):
+    from egoroll_ros.core.interlock import interlock_config_from_params
+    p = dict(require_deadman=deadman, estop_button=estop_button, deadman_threshold=0.5,
+             joy_timeout=0.5, max_joint_state_age=0.2, on_reject='hold', confirm_timeout=10.0,
+             stall_timeout=1.0)
+    assert interlock_config_from_params(p).require_quest is watched
+
+
 def test_stale_joint_states_cancel_a_running_goal_only():
     il = armed(max_joint_state_age=0.2, joy_timeout=100.0)
     assert il.timer(1.0, 0.0) == []            # nothing running: nothing to cancel
