@@ -79,6 +79,11 @@ class SoakOperator(DemoSupervisor):
         self.executor_errors: list[str] = []
         self.gate_latches: list[str] = []
         self._reset = self.create_client(Trigger, 'safety/reset')
+        self.statuses = 0        # policy/status messages received
+
+    def _on_status(self, msg: RolloutStatus) -> None:
+        super()._on_status(msg)
+        self.statuses += 1
 
     def _publish_joy(self) -> None:
         msg = Joy()
@@ -326,11 +331,16 @@ class Soak:
             self.op.new_target()
         if not ok:
             raise RuntimeError(f'preflight failed: {msg}')
+        seen = self.op.statuses
         ok, msg = self.op.call('start')
         if not ok:
             raise RuntimeError(f'start refused: {msg}')
-        wait_until(lambda: self.state() == RolloutStatus.STATE_RUNNING, 10.0,
-                   'policy_node RUNNING')
+        # RUNNING, or already ended (a first live chunk the gate rejected: keep_running says
+        # so), in a status sent after the start (the status comes at its own rate and may
+        # never show a short RUNNING).
+        wait_until(lambda: self.op.statuses >= seen + 2 and self.state() in (
+            RolloutStatus.STATE_RUNNING, RolloutStatus.STATE_IDLE, RolloutStatus.STATE_FAULT),
+            10.0, 'policy_node RUNNING (or ended)')
 
     def home_arm(self, w: Window) -> None:
         """Restart sim_robot (it starts at the home pose), its CPU kept in the window."""
