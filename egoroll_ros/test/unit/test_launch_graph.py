@@ -192,3 +192,24 @@ def test_parameter_file_keys_match_node_names_as_rcl_does(key, fqn, matches):
     ns, name = fqn.rsplit('/', 1)
     data = {key: {'ros__parameters': {'x': 1}}}
     assert (node_parameters(data, name, ns) is not None) is matches
+
+
+@pytest.mark.safety
+@pytest.mark.parametrize('graph', ['robot', 'rollout', 'sim'])
+def test_each_launch_gives_the_gate_and_the_executor_one_fresh_private_key(graph):
+    """Issue 23.4: every graph with the robot half writes a new key file per launch (mode
+    0600) and passes the same one to the gate and the executor; auth_key_file:=PATH passes
+    that file instead; the policy half never gets it."""
+    import os
+    import stat
+
+    def keys(specs):
+        return {s.name: s.overrides.get('auth_key_file') for s in specs}
+
+    first, second = keys(describe(graph, {}, SHARE)), keys(describe(graph, {}, SHARE))
+    assert first['safety_gate'] == first['trajectory_server']
+    assert first['safety_gate'] != second['safety_gate']          # one per launch
+    assert stat.S_IMODE(os.stat(first['safety_gate']).st_mode) == 0o600
+    assert first.get('policy_node') is None
+    given = keys(describe(graph, {'auth_key_file': '/etc/egoroll/robot.key'}, SHARE))
+    assert given['safety_gate'] == given['trajectory_server'] == '/etc/egoroll/robot.key'
