@@ -93,11 +93,18 @@ def default_key_path() -> Path:
 
 
 def _write_new_key(path: Path) -> None:
-    """Create ``path`` (it must not exist) mode 0600 holding a fresh random key."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, 'O_NOFOLLOW', 0),
-                 0o600)
-    with os.fdopen(fd, 'w') as fh:
-        fh.write(secrets.token_hex(KEY_BYTES) + '\n')
+    """Create ``path`` (it must not exist: FileExistsError) mode 0600 holding a fresh random
+    key. Written to a private temporary file first and linked into place, so no reader ever
+    sees the file empty or half written (two nodes creating the default key at once)."""
+    fd, tmp = tempfile.mkstemp(prefix='.key-', dir=path.parent)   # mode 0600
+    try:
+        with os.fdopen(fd, 'w') as fh:
+            fh.write(secrets.token_hex(KEY_BYTES) + '\n')
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)          # atomic; FileExistsError when another process won
+    finally:
+        os.unlink(tmp)
 
 
 def launch_key_file() -> Path:

@@ -199,3 +199,19 @@ def test_without_heartbeat_supervision_only_the_tag_is_checked():
     a = HeartbeatAuthenticator(KEY, 0.0)
     assert _goal(a, 1.0, boot=5, counter=0) is None
     assert 'does not verify' in _goal(a, 1.0, boot=5, counter=0, change={'sequence': 9})
+
+
+def test_nodes_creating_the_default_key_at_once_all_read_one_whole_key(runtime):
+    """The default key is linked into place whole: processes racing to create it never read
+    it empty or half written, and all end up with the same key."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context('spawn')
+    with ctx.Pool(6) as pool:
+        keys = pool.map(_load_default_hex, range(12))
+    assert len(set(keys)) == 1 and len(bytes.fromhex(keys[0])) == auth.KEY_BYTES
+    assert [p.name for p in (runtime / 'egoroll').iterdir()] == ['auth.key']
+
+
+def _load_default_hex(_i: int) -> str:
+    return load_key('')[0].hex()
