@@ -73,19 +73,12 @@ class MotionLimits:
 
 
 def knot_derivatives(times: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Velocities and accelerations at each point of the C2 cubic spline through them, with
-    not-a-knot ends (the third derivative continuous at the second and the second-to-last
-    point).
+    """Velocities and accelerations at each point of the natural cubic spline through them.
 
-    The C2 cubic spline (continuous acceleration) through the points; on the demo policy's
-    chunks (points 50 ms apart with millimetre noise) its jerk was 6x lower than a quintic
-    through finite-difference estimates. The ends are not-a-knot, not natural: a chunk is cut
-    off mid-motion, and a natural spline's zero acceleration at its last point was a fiction
-    that moved the acceleration onto the points before it (a chunk accelerating at 19 rad/s^2,
-    within the gate's 20, became 24 at its second-to-last point, and the executor refused to
-    join it: issue 22's soak, hundreds of LIMIT_VIOLATED refusals per 10 minutes). Not-a-knot
-    reproduces a constant acceleration exactly. Three points: the parabola through them; two:
-    the line. Solved per joint with numpy.
+    The C2 cubic spline (continuous acceleration, zero acceleration at both ends) is the
+    interpolant of least integrated squared acceleration; on the demo policy's chunks (points
+    50 ms apart with millimetre noise) its jerk was 6x lower than a quintic through
+    finite-difference estimates. Solved per joint with numpy (a tridiagonal system).
 
     Args:
         times: shape (K,), strictly increasing.
@@ -101,20 +94,15 @@ def knot_derivatives(times: np.ndarray, positions: np.ndarray) -> tuple[np.ndarr
         return vel, acc
     h = np.diff(times)
     slopes = np.diff(positions, axis=0) / h[:, None]
-    if k == 3:
-        acc[:] = 2.0 * (slopes[1] - slopes[0]) / (times[2] - times[0])
-    elif k >= 4:
+    if k >= 3:
         m = np.zeros((k, k))
-        rhs = np.zeros((k, j))
+        m[0, 0] = m[-1, -1] = 1.0
         rows = np.arange(1, k - 1)
         m[rows, rows - 1] = h[:-1]
         m[rows, rows] = 2.0 * (h[:-1] + h[1:])
         m[rows, rows + 1] = h[1:]
+        rhs = np.zeros((k, j))
         rhs[1:-1] = 6.0 * (slopes[1:] - slopes[:-1])
-        # not-a-knot: the second derivative is linear across the first two (last two)
-        # intervals, i.e. one cubic spans them
-        m[0, :3] = (h[1], -(h[0] + h[1]), h[0])
-        m[-1, -3:] = (h[-1], -(h[-2] + h[-1]), h[-2])
         acc = np.linalg.solve(m, rhs)
     vel[:-1] = slopes - h[:, None] * (2.0 * acc[:-1] + acc[1:]) / 6.0
     vel[-1] = slopes[-1] + h[-1] * (acc[-2] + 2.0 * acc[-1]) / 6.0
@@ -124,7 +112,7 @@ def knot_derivatives(times: np.ndarray, positions: np.ndarray) -> tuple[np.ndarr
 def chunk_path(times: np.ndarray, positions: np.ndarray, velocities: np.ndarray | None = None,
                accelerations: np.ndarray | None = None) -> PiecewiseTrajectory:
     """The chunk as a quintic through its points with their velocities and accelerations
-    (continuous acceleration at every knot); missing ones are the not-a-knot cubic spline's
+    (continuous acceleration at every knot); missing ones are the natural cubic spline's
     (:func:`knot_derivatives`: the quintic through them is that spline)."""
     times = np.asarray(times, dtype=float)
     positions = np.asarray(positions, dtype=float)
