@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+import re
 import sys
 
 import numpy as np
@@ -96,8 +97,13 @@ def test_each_rollout_is_one_labelled_episode(ros_graph, tmp_path):
     rec.close()
 
     outcomes = []
+    # Directories are numbered in the order the episodes opened; an episode's index counts the
+    # session's preflights, so a preflight retried before the first rollout (inputs not yet
+    # fresh on a loaded machine: that episode is discarded) leaves the two apart.
+    names = [path.name for path, _ in rec.closed]
+    assert all(re.fullmatch(r'episode_\d{4}', n) for n in names) and names == sorted(set(names))
+    assert [ep.index for _, ep in rec.closed] == sorted({ep.index for _, ep in rec.closed})
     for path, ep in rec.closed:
-        assert path.name == f'episode_{ep.index:04d}'
         with BagReader(path) as bag:
             topics = bag.info.topics
             assert topics['/policy/chunk'].count >= 2 and topics['/joint_states'].count > 0
@@ -107,6 +113,7 @@ def test_each_rollout_is_one_labelled_episode(ros_graph, tmp_path):
             from std_msgs.msg import String
             (head,) = [json.loads(deserialize_message(bytes(raw), String).data)
                        for _, _, _, raw in bag.messages(['/egoroll/episode'])]
+            assert head['index'] == ep.index
             assert head['policy_id'] == policy.policy.metadata.fingerprint
             assert head['configs'] == {str(cfg): cfg.read_text()}
             chunk_msgs = [deserialize_message(bytes(raw), ActionChunk)
