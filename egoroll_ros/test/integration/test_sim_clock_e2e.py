@@ -211,6 +211,18 @@ def _steps(items: list[tuple[float, float, np.ndarray]]) -> np.ndarray:
     return np.diff(pos[:, 0])
 
 
+def _one_second_into_a_4_s_goal(rig):
+    """Heartbeats reaching the executor, a 4 s goal to 0.6 sent and 1 s of its motion run;
+    (its send time, its handle)."""
+    wait_until(lambda: rig.server.core.supervision_error(time.monotonic()) is None, 10.0,
+               'heartbeats reach the executor')
+    t0 = time.monotonic()
+    handle = rig.send(rig.goal([4.0], [[0.6] * 3]))
+    wait_until(lambda: rig.server.core.state == 'executing', 5.0, 'executing')
+    wait_until(lambda: time.monotonic() > t0 + 1.0, 5.0, '1 s of motion')
+    return t0, handle
+
+
 def test_a_2_s_stall_of_the_sim_clock_during_a_live_goal_neither_stops_nor_jumps_it(ros_graph):
     """/clock frozen for 2 s in the middle of a 4 s goal, the gate's heartbeats going on: the
     goal runs on the steady clock through the stall (the setpoints keep advancing, one tick's
@@ -219,12 +231,7 @@ def test_a_2_s_stall_of_the_sim_clock_during_a_live_goal_neither_stops_nor_jumps
     beats = Heartbeats(rig)
     got = Received(rig)
     try:
-        wait_until(lambda: rig.server.core.supervision_error(time.monotonic()) is None, 10.0,
-                   'heartbeats reach the executor')
-        t0 = time.monotonic()
-        handle = rig.send(rig.goal([4.0], [[0.6] * 3]))
-        wait_until(lambda: rig.server.core.state == 'executing', 5.0, 'executing')
-        wait_until(lambda: time.monotonic() > t0 + 1.0, 5.0, '1 s of motion')
+        t0, handle = _one_second_into_a_4_s_goal(rig)
         t_stall = time.monotonic()
         clock.stall()
         wait_until(lambda: time.monotonic() > t_stall + 2.0, 5.0, 'a 2 s stall')
@@ -254,12 +261,7 @@ def test_a_60_s_forward_jump_during_a_live_goal_skips_nothing_and_nothing_old_ru
     beats = Heartbeats(rig)
     got = Received(rig)
     try:
-        wait_until(lambda: rig.server.core.supervision_error(time.monotonic()) is None, 10.0,
-                   'heartbeats reach the executor')
-        t0 = time.monotonic()
-        handle = rig.send(rig.goal([4.0], [[0.6] * 3]))
-        wait_until(lambda: rig.server.core.state == 'executing', 5.0, 'executing')
-        wait_until(lambda: time.monotonic() > t0 + 1.0, 5.0, '1 s of motion')
+        t0, handle = _one_second_into_a_4_s_goal(rig)
         before_jump = clock.now()
         t_jump = time.monotonic()
         clock.stall()

@@ -161,7 +161,7 @@ class Supervised:
         goal.trajectory = trajectory_to_msg(JointTrajectoryData(
             tuple(ARM), np.array([1.0]), np.asarray(target)[None, :], stamp=0.0))
         if key is not None:
-            hb = self.heartbeats.wait_for(timeout=10.0)
+            self.heartbeats.wait_for(timeout=10.0)
             hb = self.heartbeats.snapshot()[-1]
             goal.heartbeat_counter = int(hb.counter if counter is None else counter)
             sign_goal(key, goal, int(hb.boot_id if boot_id is None else boot_id))
