@@ -11,8 +11,9 @@ the key; trajectory_server executes only goals and honours only heartbeats whose
 and refuses replays (:class:`HeartbeatAuthenticator`):
 
 - a heartbeat's tag covers its boot id (random per gate start), counter, stamp, state,
-  motion_allowed and fence_sequence; within one boot the counter must rise (an old heartbeat
-  sent again is refused), and a boot that was replaced never comes back;
+  motion_allowed, fence_sequence, detail and the robot model's hash; within one boot the
+  counter must rise (an old heartbeat sent again is refused), and a boot that was replaced
+  never comes back;
 - a goal's tag covers its sequence, source, boot id and heartbeat counter (the "heartbeat
   epoch" it was sent in), the trajectory's stamp and a digest of the whole trajectory (joint
   names, every point's time, positions, velocities, accelerations and efforts, bit for bit);
@@ -224,10 +225,12 @@ def goal_tag(key: bytes, *, sequence: int, source: str, boot_id: int, counter: i
 
 
 def heartbeat_tag(key: bytes, *, boot_id: int, counter: int, stamp: tuple[int, int],
-                  state: str, motion_allowed: bool, fence: int, detail: str = '') -> bytes:
+                  state: str, motion_allowed: bool, fence: int, detail: str = '',
+                  robot_model: str = '') -> bytes:
     """The HMAC of a heartbeat (see the module docstring for what it covers)."""
     msg = _HEARTBEAT + struct.pack('<QQqIQ?', boot_id, counter, int(stamp[0]), int(stamp[1]),
-                                   fence, bool(motion_allowed)) + _text(state) + _text(detail)
+                                   fence, bool(motion_allowed)) + _text(state) + _text(detail) \
+        + _text(robot_model)
     return hmac.new(key, msg, hashlib.sha256).digest()
 
 
@@ -270,14 +273,14 @@ class HeartbeatAuthenticator:
 
     def heartbeat(self, now: float, *, tag: bytes, boot_id: int, counter: int,
                   stamp: tuple[int, int], state: str, motion_allowed: bool, fence: int,
-                  detail: str = '') -> str | None:
+                  detail: str = '', robot_model: str = '') -> str | None:
         """Verify a heartbeat received at steady time ``now``; None when it is to be honoured,
         else why not (it is then ignored: it neither feeds the heartbeat watchdog nor changes
         anything)."""
         why = None
         expect = heartbeat_tag(self._key, boot_id=boot_id, counter=counter, stamp=stamp,
                                state=state, motion_allowed=motion_allowed, fence=fence,
-                               detail=detail)
+                               detail=detail, robot_model=robot_model)
         if not tags_equal(tag, expect):
             why = 'its auth tag does not verify (no tag, another key, or altered)'
         elif boot_id in self._retired:

@@ -280,7 +280,8 @@ class SafetyGate(Node):
         self._hb_allowed = il.motion_allowed()
         hb = InterlockHeartbeat(state=il.state(), motion_allowed=self._hb_allowed,
                                 counter=self._heartbeats, fence_sequence=il.fence_published(),
-                                detail=self._not_allowed_detail())
+                                detail=self._not_allowed_detail(),
+                                robot_model_sha256=self._models.model_hash)
         hb.header.stamp = self.get_clock().now().to_msg()
         sign_heartbeat(self._auth_key, hb, self._boot_id)
         self._heartbeat_pub.publish(hb)

@@ -76,7 +76,7 @@ from egoroll_ros.ros.convert import (
     steady_to_ros_ns,
     trajectory_from_msg,
 )
-from egoroll_ros.ros.diagnostics import OK, WARN, DiagnosticsUpdater, TaskStatus
+from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.params import Param, declare_params, per_joint
 from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import run_node, wake_executor
@@ -256,6 +256,7 @@ class TrajectoryServer(Node):
         self._diagnostics.add('executor', self._executor_status)
         self._state_sub = self.create_subscription(
             JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data)
+        self._gate_model_hash: str | None = None    # the latest honoured heartbeat's
         self._heartbeat_sub = self.create_subscription(
             InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
             QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
@@ -325,7 +326,15 @@ class TrajectoryServer(Node):
                 self.get_logger().warning(f'heartbeat {msg.counter} (boot {msg.boot_id:x}) '
                                           f'ignored: {refused}', throttle_duration_sec=1.0)
                 return
-            stopped = self.core.update_heartbeat(now, msg.motion_allowed, msg.state,
+            allowed, state = bool(msg.motion_allowed), msg.state
+            mismatch = self._model_mismatch(msg.robot_model_sha256)
+            if mismatch is not None:
+                # Never run on other joint limits than the gate checked against: the gate's
+                # word becomes "not allowed" (goals refused, a running one halted INTERLOCK).
+                allowed, state = False, mismatch
+                self.get_logger().error(f'{mismatch}: every goal is refused',
+                                        throttle_duration_sec=5.0)
+            stopped = self.core.update_heartbeat(now, allowed, state,
                                                  int(msg.fence_sequence), int(msg.counter))
             if stopped and self.interface == 'joint_trajectory' and \
                     self.core.motion is not None:
@@ -334,6 +343,18 @@ class TrajectoryServer(Node):
                     now, self.get_clock().now().nanoseconds))
             outcomes = self.core.take_outcomes()
         self._dispatch(outcomes)
+
+    def _model_mismatch(self, gate_hash: str) -> str | None:
+        """Why the gate's robot model (its heartbeat's hash) is not this executor's, or None
+        when they agree or this executor has no model to compare (then it is not checking
+        position limits either, and /diagnostics says so). Caller holds the lock."""
+        self._gate_model_hash = gate_hash
+        own = self._models.model_hash
+        if not own or gate_hash == own:
+            return None
+        return (f"robot_model_mismatch: the safety gate checks against robot model "
+                f"{gate_hash[:12] or '(none)'}, this executor's is {own[:12]} (give both the "
+                'same urdf_path or robot_description)')
 
     def _set_model(self, model: RobotModel) -> None:
         urdf = {name: (info.lower, info.upper) for name, info in model.joints.items()}
@@ -378,6 +399,10 @@ class TrajectoryServer(Node):
                     why = verify_goal(self._auth, time.monotonic(), req)
                     if why is not None:
                         refusal = TrajectoryError('AUTH_FAILED', why)
+                if refusal is None and self._gate_model_hash is not None:
+                    mismatch = self._model_mismatch(self._gate_model_hash)
+                    if mismatch is not None:
+                        refusal = TrajectoryError('INTERLOCK', mismatch)
                 refusal = refusal or self.core.admission_error(time.monotonic(), goal.sequence)
                 if refusal is not None:
                     raise refusal
@@ -666,9 +691,19 @@ class TrajectoryServer(Node):
             values['goals_refused_auth'] = a.refused_goals
             values['last_auth_refusal'] = a.last_refusal
             values['robot_model_sha256'] = self._models.model_hash[:16]
+            gate_model = self._gate_model_hash
+            values['gate_robot_model_sha256'] = '(no heartbeat yet)' if gate_model is None \
+                else gate_model[:16]
+            values['robot_model_check'] = (
+                'off: no robot model here' if not self._models.model_hash else
+                'waiting for the gate' if gate_model is None else
+                'ok' if gate_model == self._models.model_hash else 'MISMATCH: goals refused')
             values['robot_descriptions_refused'] = self._models.refused
             values['last_robot_model_refusal'] = self._models.last_refusal
         error = values['last_error']
+        if values['robot_model_check'].startswith('MISMATCH'):
+            return TaskStatus(ERROR, "robot model differs from the safety gate's: goals "
+                              'refused', values.items())
         return TaskStatus(WARN if error else OK,
                           values['state'] + (f' ({error})' if error else ''), values.items())
 

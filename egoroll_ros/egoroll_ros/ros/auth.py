@@ -50,7 +50,8 @@ def sign_heartbeat(key: bytes, hb: Any, boot_id: int) -> None:
     hb.auth_tag = list(heartbeat_tag(key, boot_id=int(boot_id), counter=int(hb.counter),
                                      stamp=_stamp(hb.header), state=hb.state,
                                      motion_allowed=bool(hb.motion_allowed),
-                                     fence=int(hb.fence_sequence), detail=hb.detail))
+                                     fence=int(hb.fence_sequence), detail=hb.detail,
+                                     robot_model=hb.robot_model_sha256))
 
 
 def verify_heartbeat(auth: HeartbeatAuthenticator, now: float, hb: Any) -> str | None:
@@ -58,7 +59,7 @@ def verify_heartbeat(auth: HeartbeatAuthenticator, now: float, hb: Any) -> str |
     return auth.heartbeat(now, tag=bytes(hb.auth_tag), boot_id=int(hb.boot_id),
                           counter=int(hb.counter), stamp=_stamp(hb.header), state=hb.state,
                           motion_allowed=bool(hb.motion_allowed), fence=int(hb.fence_sequence),
-                          detail=hb.detail)
+                          detail=hb.detail, robot_model=hb.robot_model_sha256)
 
 
 def verify_goal(auth: HeartbeatAuthenticator, now: float, goal: Any) -> str | None:
@@ -73,10 +74,11 @@ class GateSigner:
     the user's default key). For tests and tools that play the gate towards a real
     trajectory_server."""
 
-    def __init__(self, key_file: str = '') -> None:
+    def __init__(self, key_file: str = '', robot_model_sha256: str = '') -> None:
         self.key, self.path = load_key(key_file)
         self.boot_id = new_boot_id()
         self.counter = 0
+        self.robot_model_sha256 = robot_model_sha256   # what the gate's heartbeats name
 
     def heartbeat(self, hb: Any) -> Any:
         """Sign ``hb`` (its counter set to this signer's next unless given) and return it."""
@@ -85,6 +87,8 @@ class GateSigner:
             hb.counter = self.counter
         else:
             self.counter = max(self.counter, int(hb.counter))
+        if not hb.robot_model_sha256:
+            hb.robot_model_sha256 = self.robot_model_sha256
         sign_heartbeat(self.key, hb, self.boot_id)
         return hb
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 
@@ -424,12 +425,14 @@ def test_a_second_robot_description_never_widens_the_limits_and_latches_a_fault_
     counts the refusal, and during an armed rollout the fault latches and the goal is
     canceled. The same description again changes nothing."""
     rig = make_rig(urdf_path='', arm=False)
+    beats = rig.graph.collect(rig.tester, InterlockHeartbeat, 'safety/heartbeat')
     latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
     pub = rig.tester.create_publisher(String, 'robot_description', latched)
     pub.publish(String(data=URDF))
     wait_until(lambda: rig.gate._model is not None, 5.0, 'model from robot_description')
     model, fixed = rig.gate._model, rig.gate._models.model_hash
+    assert fixed == hashlib.sha256(URDF.encode()).hexdigest()
     rig.arm(2)
     assert rig.send(3).forwarded
     wait_until(lambda: rig.server.sequences() == [3], 5.0, 'goal 3')
@@ -449,6 +452,10 @@ def test_a_second_robot_description_never_widens_the_limits_and_latches_a_fault_
     assert values['robot_descriptions_refused'] >= 1
     assert values['robot_model_sha256'] == fixed[:16]
     assert 'refused, the model is unchanged' in values['last_robot_model_refusal']
+    # Its signed heartbeats name the fixed model, never the refused one (the executor
+    # compares that with its own model: test_trajectory_server).
+    n = len(beats.snapshot())
+    assert beats.wait_count(n + 2, 5.0)[-1].robot_model_sha256 == fixed
 
 
 def test_a_live_chunk_continuing_a_lagging_arm_is_forwarded_and_never_faults(rig):

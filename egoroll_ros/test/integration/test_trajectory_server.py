@@ -12,7 +12,7 @@ import time
 import traceback
 
 from action_msgs.msg import GoalStatus
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 import numpy as np
 import pytest
 from rclpy.action import CancelResponse
@@ -575,6 +575,59 @@ def test_a_second_robot_description_never_widens_the_executors_limits(ros_graph)
     res = rig.run(rig.goal([1.0], [[0.6, 0.1, 0.1]]))
     assert res.error_code == R.LIMIT_VIOLATED, res.error_string
     assert '[-1, 0.3]' in res.error_string
+
+
+@pytest.mark.safety
+def test_a_gate_checking_another_robot_model_makes_the_executor_refuse_and_halt(ros_graph):
+    """Issue 24.1: the gate's signed heartbeat names the hash of the model it checks chunks
+    against. While that is not the executor's own model, every goal is refused INTERLOCK
+    (robot_model_mismatch) and nothing moves, a running goal halts, and /diagnostics says
+    MISMATCH (ERROR); a heartbeat naming the same model lets goals run again."""
+    import hashlib
+
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    rig = Rig(ros_graph, server={'require_position_limits': True})
+    text = _urdf(0.3)
+    own = hashlib.sha256(text.encode()).hexdigest()
+    other = hashlib.sha256(_urdf(1.0).encode()).hexdigest()
+    rig.node.create_publisher(String, DESCRIPTION_TOPIC, LATCHED).publish(String(data=text))
+    wait_until(lambda: rig.server._models.model_hash == own, 10.0, 'the model')
+    pub = rig.node.create_publisher(InterlockHeartbeat, 'safety/heartbeat',
+                                    QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    ros_graph.wait_for_subscribers(pub)
+    diags = ros_graph.collect(rig.node, DiagnosticArray, '/diagnostics', 200)
+
+    def beat(model):
+        pub.publish(rig.signer.heartbeat(InterlockHeartbeat(
+            state='ok', motion_allowed=True, robot_model_sha256=model)))
+        wait_until(lambda: rig.server._gate_model_hash == model, 5.0, 'the heartbeat')
+
+    beat(own)
+    handle, _ = rig.send_moving(1.0)           # runs while both name the same model
+    beat(other)                                # the gate now checks another model
+    res = rig.result(handle)
+    assert res.error_code == R.INTERLOCK, res.error_string
+    assert 'robot_model_mismatch' in res.error_string
+    t0 = rig.now()
+    for model in (other, ''):                  # another model, or none named (an old gate)
+        beat(model)
+        res = rig.run(rig.goal([0.3], [[0.25] * 3]))
+        assert res.error_code == R.INTERLOCK, res.error_string
+        assert 'robot_model_mismatch' in res.error_string and own[:12] in res.error_string
+    wait_until(lambda: len(rig.commanded_since(t0)) >= 10, 5.0, 'setpoints')
+    held = rig.commanded_since(t0)
+    assert all(list(m.position) == list(held[0].position) for m in held), 'it moved'
+
+    def mismatch_reported():
+        return any(st.level == DiagnosticStatus.ERROR and
+                   {kv.key: kv.value for kv in st.values}.get('robot_model_check', '')
+                   .startswith('MISMATCH')
+                   for arr in diags.snapshot() for st in arr.status)
+    wait_until(mismatch_reported, 10.0, '/diagnostics MISMATCH at ERROR')
+    beat(own)
+    res = rig.run(rig.goal([0.5], [[0.25] * 3]))
+    assert res.error_code == R.SUCCESSFUL, res.error_string
 
 
 def test_position_limit_parameters_beyond_the_urdf_make_its_model_unusable(ros_graph):

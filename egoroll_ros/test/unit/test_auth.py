@@ -138,12 +138,13 @@ def test_a_heartbeat_is_honoured_only_with_its_own_tag():
     a = HeartbeatAuthenticator(KEY, 0.25)
     assert _hb(a, 1.0, boot=5, counter=1) is None
     for change in ({'motion_allowed': False}, {'state': 'ok!'}, {'fence': 4},
-                   {'counter': 3}, {'stamp': (2, 0)}, {'detail': 'x'}, {'boot_id': 6}):
+                   {'counter': 3}, {'stamp': (2, 0)}, {'detail': 'x'}, {'boot_id': 6},
+                   {'robot_model': 'ab' * 32}):
         assert 'does not verify' in _hb(a, 1.0, boot=5, counter=2, change=change), change
     assert 'does not verify' in _hb(a, 1.0, boot=5, counter=2, key=b'x' * 32)
     assert 'does not verify' in a.heartbeat(1.0, tag=b'', boot_id=5, counter=2, stamp=(1, 0),
                                             state='ok', motion_allowed=True, fence=3)
-    assert a.refused_heartbeats == 9 and a.counter == 1
+    assert a.refused_heartbeats == 10 and a.counter == 1
 
 
 def test_a_heartbeat_sent_again_or_an_older_one_is_a_replay():
