@@ -284,6 +284,21 @@ class GateConfig:
         """Whether check ``name`` runs."""
         return name not in self.disabled_checks
 
+    def checks_off(self) -> dict[str, str]:
+        """Every optional check that does not run with this configuration, and why (issue
+        24.4: a check that is off is never silent). Keys are :data:`OPTIONAL_CHECKS` names."""
+        off = {name: 'disabled by parameter disabled_checks'
+               for name in OPTIONAL_CHECKS if name in self.disabled_checks}
+        if not self.ee_frames:
+            for name in ('ee_rotation_jump', 'ee_translation_jump', 'ee_workspace',
+                         'ee_soft_translation', 'ee_hard_translation'):
+                off.setdefault(name, 'no ee_frames configured (no end-effector is checked)')
+        elif not self.workspace_configured:
+            off.setdefault('ee_workspace', 'no ee_workspace_min/max configured')
+        if not self.gripper_joints:
+            off.setdefault('gripper_range', 'no gripper_joints configured')
+        return {name: off[name] for name in OPTIONAL_CHECKS if name in off}
+
     @property
     def workspace_configured(self) -> bool:
         """Whether a workspace box is configured."""

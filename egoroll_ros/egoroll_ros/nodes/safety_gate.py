@@ -158,12 +158,9 @@ class SafetyGate(Node):
 
         self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
                                           self._model_failed, on_refused=self._model_refused)
-        for name in sorted(self.config.disabled_checks):
-            self.get_logger().warning(f"check '{name}' is DISABLED by parameter "
-                                      'disabled_checks')
-        if self.config.ee_frames and not self.config.workspace_configured:
-            self.get_logger().warning('no ee_workspace_min/max configured: the ee_workspace '
-                                      'check does nothing')
+        # Each chunk check that is off (the interlock's own are warned about below).
+        for name, why in self.config.checks_off().items():
+            self.get_logger().warning(f"check '{name}' is OFF: {why}")
         if not p['require_deadman']:
             self.get_logger().warning(
                 'require_deadman is false: motion does not need the Quest deadman' +
@@ -624,7 +621,7 @@ class SafetyGate(Node):
                       ('rollout_stopped', il.stopped or ''),
                       ('armed_by_preflight', '' if il.armed_by is None else
                        f'{il.armed_by[0]} ({il.armed_by[1][:16]})'),
-                      ('disabled_checks', ','.join(sorted(self.config.disabled_checks))),
+                      ('disabled_checks', ','.join(self._checks_off())),
                       ('deadman_held', il.deadman_held),
                       ('require_deadman', self.p['require_deadman']),
                       ('quest_link', 'fresh' if il.quest_fresh else 'lost'),
@@ -645,6 +642,22 @@ class SafetyGate(Node):
             values += list(il.stats.items())
             values += [('violations.' + k, v) for k, v in sorted(self._counts.items())]
         return TaskStatus(level, state, values)
+
+    def _checks_off(self) -> dict[str, str]:
+        """Every check of this gate that is off, and why: the chunk checks
+        (:meth:`GateConfig.checks_off`) and the interlock's own supervision."""
+        off = self.config.checks_off()
+        p = self.p
+        if not p['require_deadman']:
+            off['deadman'] = 'require_deadman is false (motion does not need the deadman)'
+        if not self.interlock.config.require_quest:
+            off['quest_link'] = ('estop_button is -1 and no deadman: the loss of quest/joy '
+                                 'stops nothing')
+        if p['estop_button'] < 0:
+            off['quest_estop'] = 'estop_button is -1 (no e-stop on quest/joy)'
+        if p['stall_timeout'] <= 0.0:
+            off['stall'] = 'stall_timeout is 0'
+        return off
 
     def close(self) -> None:
         """Cancel the running goal on shutdown (the executor then holds; it also holds when

@@ -273,6 +273,7 @@ class TrajectoryServer(Node):
         if not self._allowed:
             self.get_logger().warning("parameter 'allowed_sources' is empty: goals from any "
                                       'node are executed')
+        self._checks_off: list[str] = []     # /diagnostics disabled_checks (issue 24.4)
         for name, what in (('command_timeout', 'a dead policy or gate does not stop the arm'),
                            ('max_future_stamp', 'a goal stamped ahead of the clock (one from '
                             'before /clock jumped back) runs when its time comes'),
@@ -285,6 +286,17 @@ class TrajectoryServer(Node):
                             'position limits until a robot model arrives')):
             if not p[name]:
                 self.get_logger().warning(f"parameter '{name}' is {p[name]} (off): {what}")
+                self._checks_off.append(name)
+        if not self._allowed:
+            self._checks_off.append('allowed_sources')
+        for name, what in (('path_tolerance', 'tracking error while executing'),
+                           ('goal_tolerance', 'the position reached at a goal\'s end')):
+            unchecked = [j for i, j in enumerate(joints) if not p[name] or not p[name][i]]
+            if unchecked:
+                self.get_logger().warning(f"parameter '{name}': {what} is unchecked on "
+                                          f"{', '.join(unchecked)}")
+                self._checks_off.append(name if len(unchecked) == len(joints)
+                                        else f"{name}({' '.join(unchecked)})")
         self._model_source = p['urdf_path'] or 'robot_description'
         self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
                                           self._model_failed, on_refused=self._model_refused)
@@ -698,6 +710,7 @@ class TrajectoryServer(Node):
                 'off: no robot model here' if not self._models.model_hash else
                 'waiting for the gate' if gate_model is None else
                 'ok' if gate_model == self._models.model_hash else 'MISMATCH: goals refused')
+            values['disabled_checks'] = ','.join(self._checks_off)
             values['robot_descriptions_refused'] = self._models.refused
             values['last_robot_model_refusal'] = self._models.last_refusal
         error = values['last_error']

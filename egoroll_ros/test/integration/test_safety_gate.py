@@ -106,7 +106,8 @@ class Rig:
                       # channel to watch; the tests of the e-stop set estop_button
                       estop_button=-1)
         values.update(params)
-        overrides = [Parameter(k, value=v) for k, v in values.items()]
+        # None: not given, the node's own default applies (an empty list cannot be typed).
+        overrides = [Parameter(k, value=v) for k, v in values.items() if v is not None]
         self.graph = graph
         self.tester = graph.node('gate_tester')
         self.server = RecordingServer(self.tester)
@@ -194,6 +195,28 @@ def make_rig(ros_graph, tmp_path):
 @pytest.fixture
 def rig(make_rig):
     return make_rig()
+
+
+@pytest.mark.safety
+def test_every_check_that_is_off_is_warned_at_start_and_listed_in_diagnostics(make_rig, capfd):
+    """Issue 24.4: no end-effector frame (every end-effector check off), a check turned off
+    by parameter, no gripper, no deadman and no e-stop channel: each is a start-up warning
+    naming the check and is listed in /diagnostics disabled_checks; with everything
+    configured the list is empty."""
+    rig = make_rig(ee_frames=None, disabled_checks=['jerk_limit'], gripper_joints=None,
+                   gripper_min=None, gripper_max=None, arm=False)
+    listed = dict(rig.gate._diagnostics().values)['disabled_checks'].split(',')
+    expected = {'jerk_limit', 'ee_rotation_jump', 'ee_translation_jump', 'ee_workspace',
+                'ee_soft_translation', 'ee_hard_translation', 'gripper_range', 'deadman',
+                'quest_link', 'quest_estop'}
+    assert set(listed) == expected, listed
+    log = capfd.readouterr().err
+    for name in expected - {'deadman', 'quest_link', 'quest_estop'}:
+        assert f"check '{name}' is OFF" in log, name
+    assert 'require_deadman is false' in log and 'NO e-stop channel' in log
+    full = make_rig(ee_workspace_min=[-2.0, -2.0, -2.0], ee_workspace_max=[2.0, 2.0, 2.0],
+                    require_deadman=True, estop_button=1, arm=False)
+    assert dict(full.gate._diagnostics().values)['disabled_checks'] == ''
 
 
 def test_accepted_chunk_is_forwarded_with_its_sequence_stamp_and_source(rig):

@@ -630,6 +630,22 @@ def test_a_gate_checking_another_robot_model_makes_the_executor_refuse_and_halt(
     assert res.error_code == R.SUCCESSFUL, res.error_string
 
 
+@pytest.mark.safety
+def test_every_executor_check_that_is_off_is_listed_in_diagnostics(ros_graph):
+    """Issue 24.4: this rig turns supervision off (no heartbeat, command timeout, late-tick
+    limit, robot model; no tolerances): /diagnostics lists each in disabled_checks, a joint
+    left unchecked by a tolerance by name; with them on, none is listed."""
+    rig = Rig(ros_graph, server={'path_tolerance': [0.1, 0.0, 0.1]})
+    listed = dict(rig.server._executor_status().values)['disabled_checks'].split(',')
+    assert set(listed) == {'command_timeout', 'heartbeat_timeout', 'max_late_ticks',
+                           'require_position_limits', 'path_tolerance(j2)', 'goal_tolerance'}
+    on = Rig(ros_graph, server={'heartbeat_timeout': 0.25, 'command_timeout': 0.5,
+                                'max_late_ticks': 50, 'require_position_limits': True,
+                                'path_tolerance': [0.1] * 3, 'goal_tolerance': [0.05] * 3},
+             start_sim=False)
+    assert dict(on.server._executor_status().values)['disabled_checks'] == ''
+
+
 def test_position_limit_parameters_beyond_the_urdf_make_its_model_unusable(ros_graph):
     """Parameters may only tighten the URDF's limits: ones beyond them refuse every goal."""
     strict = Rig(ros_graph, server={'require_position_limits': True,
