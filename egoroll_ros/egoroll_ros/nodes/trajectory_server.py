@@ -290,7 +290,7 @@ class TrajectoryServer(Node):
         if not self._allowed:
             self._checks_off.append('allowed_sources')
         for name, what in (('path_tolerance', 'tracking error while executing'),
-                           ('goal_tolerance', 'the position reached at a goal\'s end')):
+                           ('goal_tolerance', "the position reached at a goal's end")):
             unchecked = [j for i, j in enumerate(joints) if not p[name] or not p[name][i]]
             if unchecked:
                 self.get_logger().warning(f"parameter '{name}': {what} is unchecked on "
