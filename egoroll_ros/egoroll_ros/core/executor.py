@@ -46,6 +46,7 @@ CODES: dict[str, int] = {
     'COMMAND_TIMEOUT': -15, 'LIMIT_VIOLATED': -16, 'SHUTDOWN': -17, 'HEARTBEAT_LOST': -18,
     'SOURCE_REFUSED': -20, 'DEADLINE_MISSED': -21, 'NO_ROBOT_MODEL': -22, 'FENCED': -23,
     'INTERLOCK': -24, 'STALLED': -25, 'AUTH_FAILED': -26, 'FUTURE_STAMP': -27,
+    'START_JUMP': -28,
 }
 
 STOP_BEHAVIORS = ('hold', 'decelerate')
@@ -87,6 +88,11 @@ class ExecutorConfig:
     max_future_stamp: float = 0.0
     path_tolerance: tuple[float, ...] = ()
     goal_tolerance: tuple[float, ...] = ()
+    #: rad (m): a goal after a halt starts from the measured positions only when each lies
+    #: within path_tolerance + this of the hold setpoint (joints with a path tolerance), else
+    #: START_JUMP: the arm tracks its hold setpoint, so a larger gap means joint_states
+    #: changed source (a second publisher, a replay), and the start would jump.
+    start_jump_margin: float = 0.005
     goal_time_tolerance: float = 0.5
     max_velocity: tuple[float, ...] = ()
     max_acceleration: tuple[float, ...] = ()
@@ -143,6 +149,8 @@ class ExecutorConfig:
             raise ConfigError("parameter 'state_timeout': must be > 0")
         if self.command_timeout < 0.0:
             raise ConfigError("parameter 'command_timeout': must be >= 0 (0 = off)")
+        if not (math.isfinite(self.start_jump_margin) and self.start_jump_margin >= 0.0):
+            raise ConfigError("parameter 'start_jump_margin': must be >= 0")
         if self.goal_time_tolerance < 0.0:
             raise ConfigError("parameter 'goal_time_tolerance': must be >= 0")
         if self.stop_behavior not in STOP_BEHAVIORS:
@@ -1060,7 +1068,24 @@ class ExecutorCore:
                       'no fresh joint_states to start from', now)
             self._stop(now)
             return None
-        return m.positions.copy()
+        q = m.positions.copy()
+        if self._last is not None and self.state in (HOLDING, STOPPING):
+            # The arm tracks the hold (or stop) setpoint: a measured start further from it
+            # than the tracking tolerance is not this arm's state (issue 24.5).
+            held = self.motion.sample(now)[0] if self.motion is not None else \
+                self._last.positions
+            gap = np.abs(q - held)
+            bound = self._path_tol + self.config.start_jump_margin
+            over = (self._path_tol > 0.0) & (gap > bound)
+            if np.any(over):
+                j = int(np.argmax(np.where(over, gap - bound, -np.inf)))
+                self._end(new, 'START_JUMP', f'joint {self.config.joints[j]} measures '
+                          f'{q[j]:.4f} but holds at {held[j]:.4f}: {gap[j]:.4f} apart, beyond '
+                          f'path_tolerance + start_jump_margin {bound[j]:g} (joint_states from '
+                          'another source?); holding', now)
+                self._stop(now)
+                return None
+        return q
 
     def _adopt_blend(self, now: float) -> None:
         """Adopt the pending goal through a jerk-limited join (seam ``blend``).

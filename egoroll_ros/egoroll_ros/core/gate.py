@@ -29,7 +29,7 @@ No rclpy import.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 import functools
 import math
 import time
@@ -673,31 +673,6 @@ def _jerk_check(out: _Collector, vel: np.ndarray, vdt: np.ndarray, limit: np.nda
     _, jerk = _derived(vel, vdt)
     out.mask('jerk_limit', np.abs(jerk) > limit, jerk, limit, joints, voff + 1,
              'finite-difference jerk {v:.6g} exceeds {lim:.6g}')
-
-
-def measured_at_observation(history: Sequence[JointStateData],
-                            stamp: float) -> JointStateData | None:
-    """The measured state the chunk's observation saw: the newest of ``history`` (oldest first)
-    stamped at or before ``stamp``, carrying the newest entry's receipt time (staleness is about
-    the stream, not about that sample).
-
-    The policy predicted the chunk from this state, and ``time_from_start`` counts from
-    ``stamp``: comparing point 0 with a NEWER measurement would count the arm's motion during
-    inference and transport as the chunk's own velocity (a moving arm's chunks then look like
-    they step backwards). Returns the oldest entry when ``stamp`` predates the history, None
-    for an empty history.
-    """
-    if not history:
-        return None
-    newest = history[-1]
-    chosen = history[0]
-    for js in reversed(history):
-        if js.stamp <= stamp:
-            chosen = js
-            break
-    if chosen is newest:
-        return newest
-    return replace(chosen, received=newest.received)
 
 
 def ee_pose_path_checks(trans: np.ndarray, rots: np.ndarray, frames: Sequence[str],

@@ -7,7 +7,6 @@ an e-stop, a released deadman, or stale joint_states. See ``docs/safety_gate.md`
 
 from __future__ import annotations
 
-import collections
 import math
 import sys
 import threading
@@ -20,7 +19,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
-from sensor_msgs.msg import JointState, Joy
+from sensor_msgs.msg import Joy
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
@@ -40,7 +39,6 @@ from egoroll_ros.core.gate import (
     Violation,
     check,
     config_from_params,
-    measured_at_observation,
     prepare,
 )
 from egoroll_ros.core.interlock import (
@@ -53,9 +51,10 @@ from egoroll_ros.core.interlock import (
     Kind,
     interlock_config_from_params,
 )
+from egoroll_ros.core.joint_state_vetting import JointStateHistory, Vetting
 from egoroll_ros.core.liveness import Liveness
 from egoroll_ros.core.robot_model import RobotModel
-from egoroll_ros.core.types import Chunk
+from egoroll_ros.core.types import Chunk, JointStateData
 from egoroll_ros.errors import ConfigError, TrajectoryError
 from egoroll_ros.ros.action_client import ActionClient
 from egoroll_ros.ros.auth import sign_goal, sign_heartbeat
@@ -64,13 +63,13 @@ from egoroll_ros.ros.convert import (
     cartesian_chunk_from_msg,
     chunk_from_msg,
     is_cartesian,
-    joint_state_from_msg,
     sec_to_time,
     trajectory_to_msg,
     verdict_to_msg,
 )
 from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.gate_params import PARAMS
+from egoroll_ros.ros.joint_states import VettedJointStates
 from egoroll_ros.ros.markers import path_marker
 from egoroll_ros.ros.params import declare_params, watch_live
 from egoroll_ros.ros.robot_models import RobotModelProvider
@@ -80,6 +79,8 @@ from egoroll_ros.ros.runner import run_node, wait_for
 RESULT_NAMES = {v: k for k, v in vars(ExecuteTrajectory.Result).items()
                 if k.isupper() and isinstance(v, int)}
 
+#: s of accepted joint_states kept for finding the state a chunk's observation saw.
+JS_HISTORY_SECONDS = 5.0
 _COLORS = {'accepted': (0.1, 0.9, 0.1), 'confirm': (1.0, 0.85, 0.0), 'rejected': (1.0, 0.1, 0.1)}
 
 
@@ -99,9 +100,9 @@ class SafetyGate(Node):
         self._model: RobotModel | None = None
         self._model_error = 'no robot model received yet (robot_description)'
         self._js = None
-        # Recent joint_states (about 2.5 s at 100 Hz): chunks are checked against the state
-        # their observation saw (core.gate.measured_at_observation).
-        self._js_history: collections.deque = collections.deque(maxlen=256)
+        # The accepted joint_states of the last 5 s, at any rate (1 kHz broadcasters too):
+        # chunks are checked against the state their observation saw.
+        self._js_history = JointStateHistory(JS_HISTORY_SECONDS)
         self._hb_allowed = False     # motion_allowed of the last heartbeat sent
         self.interlock = Interlock(interlock_config_from_params(p))
         # The gate's watchdog on itself (core/liveness.py): not scheduled for stall_timeout
@@ -136,8 +137,9 @@ class SafetyGate(Node):
         # covers a goal the gate has no handle for yet.
         self._cancel_all_client = self.create_client(
             CancelGoal, 'execute_trajectory/_action/cancel_goal')
-        self.create_subscription(JointState, 'joint_states', self._on_joint_state,
-                                 qos_profile_sensor_data)
+        self._joint_states = VettedJointStates(self, self.config.joints, self._on_joint_state,
+                                               self._joint_states_refused,
+                                               qos_profile_sensor_data)
         self.create_subscription(ActionChunk, 'policy/chunk', self._on_chunk, reliable)
         self.create_subscription(Joy, 'quest/joy', self._on_joy, qos_profile_sensor_data)
         self.create_service(Trigger, 'safety/reset', self._on_reset)
@@ -217,15 +219,20 @@ class SafetyGate(Node):
             if self.interlock.stopped is None:
                 self._execute(self.interlock.latch_fault(f'robot model: {why}'))
 
-    def _on_joint_state(self, msg: JointState) -> None:
-        try:
-            js = joint_state_from_msg(msg, received=time.monotonic())
-        except TrajectoryError as exc:
-            self.get_logger().warning(f'ignoring malformed joint_states: {exc}', once=True)
-            return
+    def _on_joint_state(self, js: JointStateData, _vetting: Vetting) -> None:
         with self._lock:
             self._js = js
             self._js_history.append(js)
+
+    def _joint_states_refused(self, vetting: Vetting) -> None:
+        """A refused joint_states message (core/joint_state_vetting.py): the state the gate
+        checks against stays the last accepted one and ages. Two publishers of the arm's
+        joints during an armed rollout latch the fault: nobody can tell which is the robot."""
+        if not vetting.second_publisher:
+            return
+        with self._lock:
+            if self.interlock.stopped is None:
+                self._execute(self.interlock.latch_fault(f'joint_states: {vetting.reason}'))
 
     def _stalled(self, now: float) -> None:
         """Before acting on any event (caller holds the lock): a gap in the gate's own
@@ -332,7 +339,7 @@ class SafetyGate(Node):
     def _validate(self, chunk: Chunk) -> Verdict:
         with self._lock:
             model, model_error = self._model, self._model_error
-            js = measured_at_observation(self._js_history, chunk.stamp)
+            js = self._js_history.measured_at(chunk.stamp)
         if model is None:
             t0 = time.perf_counter()
             return Verdict([Violation('robot_model', '', WHOLE_CHUNK, math.nan, math.nan,
@@ -352,7 +359,7 @@ class SafetyGate(Node):
             return
         with self._lock:
             model = self._model
-            js = measured_at_observation(self._js_history, cchunk.stamp)
+            js = self._js_history.measured_at(cchunk.stamp)
         now = self.get_clock().now().nanoseconds * 1e-9
         outcome = check_cartesian(cchunk, js, model, self.config, self.cartesian_config,
                                   now=now, steady_now=time.monotonic())
@@ -635,6 +642,7 @@ class SafetyGate(Node):
                       ('stalls', self._liveness.stalls),
                       ('longest_scheduling_gap', f'{self._liveness.max_gap:.3f}'),
                       ('auth_key', f'{self._auth_path} ({key_id(self._auth_key)})'),
+                      *self._joint_states.diagnostics(),
                       ('robot_model_sha256', self._models.model_hash[:16]),
                       ('robot_descriptions_refused', self._models.refused),
                       ('last_robot_model_refusal', self._models.last_refusal),

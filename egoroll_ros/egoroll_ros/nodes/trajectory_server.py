@@ -65,18 +65,20 @@ from egoroll_ros.core.executor import (
     source_error,
     validate_goal,
 )
+from egoroll_ros.core.joint_state_vetting import Vetting
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.trajectory import INTERPOLATIONS
+from egoroll_ros.core.types import JointStateData
 from egoroll_ros.errors import InputError, TrajectoryError
 from egoroll_ros.ros.auth import verify_goal, verify_heartbeat
 from egoroll_ros.ros.convert import (
-    joint_state_from_msg,
     ns_to_time,
     sec_to_duration,
     steady_to_ros_ns,
     trajectory_from_msg,
 )
 from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, TaskStatus
+from egoroll_ros.ros.joint_states import VettedJointStates
 from egoroll_ros.ros.params import Param, declare_params, per_joint
 from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import run_node, wake_executor
@@ -150,6 +152,12 @@ PARAMS = [
     Param('path_tolerance', 'float[]', [], 'Per-joint max |measured - setpoint| while '
           'executing (rad or m); 0 = unchecked; empty = all unchecked.', min=0.0,
           read_only=True),
+    Param('start_jump_margin', float, 0.005, 'rad (m): after a halt, a goal starts from the '
+          'measured positions only when each lies within path_tolerance + this of the hold '
+          'setpoint (joints with a path tolerance; the others are listed unchecked in '
+          '/diagnostics), else START_JUMP and the arm holds: a larger gap means joint_states '
+          'changed source (a second publisher, a replay) and the start would jump.', min=0.0,
+          max=0.1, read_only=True),
     Param('goal_tolerance', 'float[]', [], 'Per-joint max |measured - final point| at the end '
           '(rad or m); 0 = unchecked; empty = all unchecked.', min=0.0, read_only=True),
     Param('goal_time_tolerance', float, 0.5, 'How long after the last point to wait for the '
@@ -254,8 +262,9 @@ class TrajectoryServer(Node):
         self._state_pub = self.create_publisher(ExecutorState, 'executor/state', 10)
         self._diagnostics = DiagnosticsUpdater(self, 1.0 / p['diagnostics_rate'])
         self._diagnostics.add('executor', self._executor_status)
-        self._state_sub = self.create_subscription(
-            JointState, 'joint_states', self._on_joint_states, qos_profile_sensor_data)
+        self._joint_states = VettedJointStates(self, self.config.joints, self._on_joint_states,
+                                               lambda _vetting: None, qos_profile_sensor_data)
+        self._state_sub = self._joint_states.subscription
         self._gate_model_hash: str | None = None    # the latest honoured heartbeat's
         self._heartbeat_sub = self.create_subscription(
             InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,
@@ -295,8 +304,10 @@ class TrajectoryServer(Node):
             if unchecked:
                 self.get_logger().warning(f"parameter '{name}': {what} is unchecked on "
                                           f"{', '.join(unchecked)}")
-                self._checks_off.append(name if len(unchecked) == len(joints)
-                                        else f"{name}({' '.join(unchecked)})")
+                which = '' if len(unchecked) == len(joints) else f"({' '.join(unchecked)})"
+                self._checks_off.append(name + which)
+                if name == 'path_tolerance':      # the start-jump bound is built on it
+                    self._checks_off.append('start_jump' + which)
         self._model_source = p['urdf_path'] or 'robot_description'
         self._models = RobotModelProvider(self, p['urdf_path'], self._set_model,
                                           self._model_failed, on_refused=self._model_refused)
@@ -318,15 +329,16 @@ class TrajectoryServer(Node):
             f'{self.config.stop_behavior}')
 
     # ----- inputs -------------------------------------------------------------------------
-    def _on_joint_states(self, msg: JointState) -> None:
-        now = time.monotonic()
+    def _on_joint_states(self, js: JointStateData, _vetting: Vetting) -> None:
+        """An accepted joint_states message (ros/joint_states.py); a refused one never
+        reaches the core, whose state then ages (STALE_STATE after state_timeout)."""
         try:
-            pos, vel = joint_state_from_msg(msg, now).select(self.config.joints)
-        except (InputError, TrajectoryError) as exc:
+            pos, vel = js.select(self.config.joints)
+        except InputError as exc:
             self.get_logger().warning(f'joint_states ignored: {exc}', once=True)
             return
         with self._lock:
-            self.core.update_measured(pos, vel, now)
+            self.core.update_measured(pos, vel, js.received)
 
     def _on_heartbeat(self, msg: InterlockHeartbeat) -> None:
         now = time.monotonic()
@@ -710,6 +722,7 @@ class TrajectoryServer(Node):
                 'off: no robot model here' if not self._models.model_hash else
                 'waiting for the gate' if gate_model is None else
                 'ok' if gate_model == self._models.model_hash else 'MISMATCH: goals refused')
+            values.update(self._joint_states.diagnostics())
             values['disabled_checks'] = ','.join(self._checks_off)
             values['robot_descriptions_refused'] = self._models.refused
             values['last_robot_model_refusal'] = self._models.last_refusal

@@ -481,6 +481,26 @@ def test_a_second_robot_description_never_widens_the_limits_and_latches_a_fault_
     assert beats.wait_count(n + 2, 5.0)[-1].robot_model_sha256 == fixed
 
 
+@pytest.mark.safety
+def test_a_second_joint_states_publisher_during_a_rollout_latches_the_fault(rig):
+    """Issue 24.5: a second publisher of the arm's joints (a joint_state_publisher beside the
+    driver) during an armed rollout: neither is believed, the fault latches naming
+    joint_states, the running goal is canceled and nothing more is forwarded."""
+    assert rig.send(1).forwarded
+    wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
+    other = rig.graph.node('joint_state_publisher').create_publisher(
+        JointState, 'joint_states', 10)
+    rig.graph.wait_for_subscribers(other)
+    other.publish(JointState(name=ARM, position=[0.0] * len(ARM)))
+    wait_until(lambda: rig.gate.interlock.fault is not None, 5.0, 'the fault latches')
+    assert 'joint_states' in rig.gate.interlock.fault
+    assert 'publishers of the controlled joints' in rig.gate.interlock.fault
+    wait_until(lambda: rig.server.canceled == [1], 5.0, 'the running goal is canceled')
+    assert not rig.send(2).forwarded
+    values = dict(rig.gate._diagnostics().values)
+    assert values['joint_states_refused'] >= 1
+
+
 def test_a_live_chunk_continuing_a_lagging_arm_is_forwarded_and_never_faults(rig):
     """Issue 22's takeover fault: the gripper lags its setpoint by 4 mm; the next live chunks
     continue the setpoint's motion (closing at 0.03 m/s, limit 0.05). Differenced from the

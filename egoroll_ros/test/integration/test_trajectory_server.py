@@ -646,6 +646,100 @@ def test_every_executor_check_that_is_off_is_listed_in_diagnostics(ros_graph):
     assert dict(on.server._executor_status().values)['disabled_checks'] == ''
 
 
+class FakeDriver:
+    """joint_states at 100 Hz from a node of its own, positions set by the test (the driver's
+    word; a test stand-in for the robot, stamped as a driver stamps: now)."""
+
+    def __init__(self, graph, name='fake_driver', positions=(0.0, 0.0, 0.0)):
+        self.node = graph.node(name)
+        self.positions = list(positions)
+        self.pub = self.node.create_publisher(JointState, 'joint_states', 10)
+        self.timer = self.node.create_timer(0.01, self._publish)
+
+    def _publish(self):
+        msg = JointState(name=list(J), position=list(self.positions))
+        msg.header.stamp = self.node.get_clock().now().to_msg()
+        self.pub.publish(msg)
+
+    def close(self):
+        self.timer.cancel()
+
+
+@pytest.mark.safety
+def test_a_second_joint_states_publisher_holds_the_arm_and_refuses_goals(ros_graph):
+    """Issue 24.5: a joint_state_publisher beside the driver (zeros for the arm's joints):
+    neither stream is believed while both publish, so the running goal ends STALE_STATE and
+    the arm holds, /diagnostics names the conflict, and a new goal is refused; once the
+    second one is silent for 2 s the driver's states are believed again and goals run."""
+    rig = Rig(ros_graph, server={'state_timeout': 0.2})
+    handle, _ = rig.send_moving(1.0)
+    other = FakeDriver(ros_graph, 'joint_state_publisher')
+    res = rig.result(handle)
+    assert res.error_code == R.STALE_STATE, res.error_string
+    t0 = rig.now()
+    values = dict(rig.server._executor_status().values)
+    assert values['joint_states_publishers_conflict'] is True
+    assert 'publishers of the controlled joints' in values['last_joint_states_refusal']
+    res = rig.run(rig.goal([0.5], [[0.0] * 3]))
+    assert res.error_code == R.STALE_STATE, res.error_string
+    wait_until(lambda: len(rig.commanded_since(t0)) >= 10, 5.0, 'setpoints')
+    held = rig.commanded_since(t0)
+    assert all(list(m.position) == list(held[0].position) for m in held), 'it moved'
+    other.close()
+    wait_until(lambda: not rig.server._joint_states.vetter.conflict_since and
+               time.monotonic() - rig.server.core.measured.received < 0.05, 10.0,
+               'the driver believed again')
+    res = rig.run(rig.goal([0.5], [[0.05] * 3]))
+    assert res.error_code == R.SUCCESSFUL, res.error_string
+
+
+@pytest.mark.safety
+def test_a_measured_start_far_from_the_hold_setpoint_is_refused_start_jump(ros_graph):
+    """Issue 24.5: after a goal the arm holds at its last setpoint; when joint_states then
+    say the arm is elsewhere by more than path_tolerance + start_jump_margin (another
+    source's values), the next goal is refused START_JUMP naming the joint and the hold
+    stays exactly where it was; a measured start within the bound runs."""
+    rig = Rig(ros_graph, server={'path_tolerance': [0.05] * 3, 'start_jump_margin': 0.005},
+              start_sim=False)
+    driver = FakeDriver(ros_graph)
+    wait_until(lambda: rig.server.core.measured is not None, 10.0, 'joint_states')
+    res = rig.run(rig.goal([0.3], [[0.01] * 3]))
+    assert res.error_code == R.SUCCESSFUL, res.error_string
+    assert rig.server.core.state == 'holding'
+    driver.positions = [0.01 + 0.056, 0.01, 0.01]      # 56 mm/mrad from the hold: beyond
+    wait_until(lambda: rig.server.core.measured.positions[0] > 0.06, 5.0, 'the new state')
+    t0 = rig.now()
+    res = rig.run(rig.goal([0.5], [[0.2] * 3]))
+    assert res.error_code == R.START_JUMP, res.error_string
+    assert 'joint j1' in res.error_string and '0.055' in res.error_string
+    wait_until(lambda: len(rig.commanded_since(t0)) >= 10, 5.0, 'setpoints')
+    assert all(m.position[0] == pytest.approx(0.01, abs=1e-9)
+               for m in rig.commanded_since(t0)), 'the hold moved'
+    driver.positions = [0.01 + 0.05, 0.01, 0.01]       # within 0.055: the arm's own lag
+    wait_until(lambda: rig.server.core.measured.positions[0] < 0.065, 5.0, 'the new state')
+    res = rig.run(rig.goal([0.5], [[0.05] * 3]))
+    assert res.error_code == R.SUCCESSFUL, res.error_string
+    driver.close()
+
+
+@pytest.mark.safety
+def test_an_old_joint_states_message_is_refused(ros_graph):
+    """Issue 24.5: a joint_states message stamped 1 s before the last one (a late duplicate,
+    a replay), far behind the node's clock, is refused and counted; the measured state is
+    not replaced by it."""
+    rig = Rig(ros_graph, start_sim=False)
+    driver = FakeDriver(ros_graph, positions=(0.02, 0.02, 0.02))
+    wait_until(lambda: rig.server.core.measured is not None, 10.0, 'joint_states')
+    old = JointState(name=list(J), position=[0.3, 0.3, 0.3])
+    old.header.stamp = sec_to_time(rig.now() - 1.0)
+    before = rig.server._joint_states.vetter.refused
+    driver.pub.publish(old)                            # the same publisher: stamps only
+    wait_until(lambda: rig.server._joint_states.vetter.refused > before, 5.0, 'refused')
+    assert 'went backwards' in rig.server._joint_states.vetter.last_refusal
+    assert rig.server.core.measured.positions[0] == pytest.approx(0.02)
+    driver.close()
+
+
 def test_position_limit_parameters_beyond_the_urdf_make_its_model_unusable(ros_graph):
     """Parameters may only tighten the URDF's limits: ones beyond them refuse every goal."""
     strict = Rig(ros_graph, server={'require_position_limits': True,

@@ -346,20 +346,29 @@ def test_all_arm_joints_are_in_the_test_config():
 
 def test_chunks_are_checked_against_the_state_their_observation_saw():
     """A moving arm: point 0 continues from the state at the observation stamp; the newer
-    measurement (the arm kept moving during inference) must not make it look like a reversal."""
-    from egoroll_ros.core.gate import measured_at_observation
+    measurement (the arm kept moving during inference) must not make it look like a reversal.
+    The history keeps its seconds at any rate: at 1 kHz the state 0.3 s back is still there."""
+    from egoroll_ros.core.joint_state_vetting import JointStateHistory
     from egoroll_ros.core.types import JointStateData
 
     names = ('a', 'b')
-    history = [JointStateData(names, np.array([0.01 * k, 0.0]), stamp=10.0 + 0.01 * k,
-                              received=100.0 + 0.01 * k) for k in range(30)]
-    seen = measured_at_observation(history, 10.105)
+    history = JointStateHistory(5.0)
+    assert history.measured_at(10.0) is None
+    for k in range(30):
+        history.append(JointStateData(names, np.array([0.01 * k, 0.0]), stamp=10.0 + 0.01 * k,
+                                      received=100.0 + 0.01 * k))
+    seen = history.measured_at(10.105)
     assert seen.stamp == pytest.approx(10.10) and seen.positions[0] == pytest.approx(0.10)
     assert seen.received == history[-1].received, 'staleness is judged on the newest sample'
-    oldest = measured_at_observation(history, 9.0)
+    oldest = history.measured_at(9.0)
     assert oldest.stamp == history[0].stamp and oldest.received == history[-1].received
-    assert measured_at_observation(history, 11.0) is history[-1]
-    assert measured_at_observation([], 10.0) is None
+    assert history.measured_at(11.0) is history[-1]
+    fast = JointStateHistory(5.0)
+    for k in range(8000):                                    # 8 s of a 1 kHz broadcaster
+        fast.append(JointStateData(names, np.array([k * 1e-3, 0.0]), stamp=k * 1e-3,
+                                   received=k * 1e-3))
+    assert fast.measured_at(7.999 - 0.3).stamp == pytest.approx(7.699)
+    assert fast[0].stamp >= 7.999 - 5.0 - 0.07 and len(fast) <= 5000 + 64
 
 
 def _run_q(chunk: Chunk, cfg: GateConfig = CFG, qm=QM):

@@ -1,0 +1,106 @@
+"""joint_states for the safety nodes: each message with the id of the publisher that sent it,
+vetted by :class:`~egoroll_ros.core.joint_state_vetting.JointStateVetter` (issue 24.5).
+
+The publisher's id is the DDS writer GID rclpy hands a subscription callback that takes a
+second argument (``MessageInfo['publisher_gid']``, rclpy since Iron). Where rclpy cannot give
+it (Humble's), the second-publisher check is off, which the nodes log and list in
+``/diagnostics``; the stamp checks still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+import time
+from typing import Any
+
+from rclpy.node import Node
+from rclpy.subscription import Subscription
+from sensor_msgs.msg import JointState
+
+from egoroll_ros.core.joint_state_vetting import JointStateVetter, Vetting
+from egoroll_ros.core.types import JointStateData
+from egoroll_ros.errors import TrajectoryError
+from egoroll_ros.ros.convert import joint_state_from_msg
+
+#: Whether this rclpy tells a callback which publisher sent a message.
+WRITER_IDS = hasattr(Subscription, 'CallbackType')
+
+
+def _writer(info: Any) -> Hashable | None:
+    gid = info.get('publisher_gid') if isinstance(info, dict) else None
+    if not gid or not gid.get('data'):
+        return None
+    return bytes(gid['data'])
+
+
+class VettedJointStates:
+    """A ``joint_states`` subscription whose messages are vetted before the node sees them.
+
+    Args:
+        node: the owning node (the subscription is created on it; its ROS clock is the one
+            a stamp may follow back, see the vetter).
+        joints: the controlled joints.
+        on_state: called with each accepted :class:`JointStateData` (receipt on the steady
+            clock) and the :class:`Vetting`.
+        on_refused: called with the :class:`Vetting` of each refused message.
+        qos: the subscription's QoS.
+        callback_group: the subscription's.
+        writer_window: s, see :class:`JointStateVetter`.
+        clock_window: s, see :class:`JointStateVetter`.
+    """
+
+    def __init__(self, node: Node, joints: tuple[str, ...],
+                 on_state: Callable[[JointStateData, Vetting], None],
+                 on_refused: Callable[[Vetting], None], qos: Any,
+                 callback_group: Any = None, writer_window: float = 2.0,
+                 clock_window: float = 0.5) -> None:
+        self._node = node
+        self.vetter = JointStateVetter(joints, writer_window, clock_window)
+        self._on_state, self._on_refused = on_state, on_refused
+        self.malformed = ''
+        if WRITER_IDS:
+            def callback(msg: JointState, info: Any) -> None:
+                self._take(msg, _writer(info))
+        else:
+            def callback(msg: JointState) -> None:
+                self._take(msg, None)
+        self.subscription = node.create_subscription(JointState, 'joint_states', callback, qos,
+                                                     callback_group=callback_group)
+        if not WRITER_IDS:
+            node.get_logger().warning(
+                'this rclpy does not say which publisher sent a message: a second publisher '
+                'of joint_states is not detected (check joint_states_second_publisher off)')
+
+    def _take(self, msg: JointState, writer: Hashable | None) -> None:
+        try:
+            js = joint_state_from_msg(msg, received=time.monotonic())
+        except TrajectoryError as exc:
+            self.malformed = str(exc)
+            self._node.get_logger().warning(f'ignoring malformed joint_states: {exc}',
+                                            throttle_duration_sec=5.0)
+            return
+        ros_now = self._node.get_clock().now().nanoseconds * 1e-9
+        self.handle(js, writer, ros_now)
+
+    def handle(self, js: JointStateData, writer: Hashable | None, ros_now: float) -> Vetting:
+        """Vet ``js`` and pass it on (what the subscription does with each message)."""
+        verdict = self.vetter.vet(js, writer, ros_now)
+        if verdict.status == 'accepted':
+            if verdict.clock_jump:
+                self._node.get_logger().warning(
+                    "joint_states stamps went back with this node's clock (a /clock jump): "
+                    'following it', throttle_duration_sec=5.0)
+            self._on_state(js, verdict)
+        elif verdict.status == 'refused':
+            self._node.get_logger().warning(f'joint_states refused: {verdict.reason}',
+                                            throttle_duration_sec=1.0)
+            self._on_refused(verdict)
+        return verdict
+
+    def diagnostics(self) -> list[tuple[str, Any]]:
+        """Key/values for /diagnostics."""
+        v = self.vetter
+        return [('joint_states_refused', v.refused),
+                ('last_joint_states_refusal', v.last_refusal),
+                ('joint_states_publishers_conflict', v.conflict_since is not None),
+                ('joint_states_clock_jumps', v.clock_jumps)]
