@@ -88,7 +88,9 @@ class Bench:
                    max_acceleration=[20.0] * 8, state_timeout=1.0, feedback_rate=10.0,
                    planned_rate=5.0, heartbeat_timeout=0.0, command_timeout=0.0,
                    max_late_ticks=0,  # executor alone
-                   allowed_sources=[SOURCE], require_position_limits=False),
+                   allowed_sources=[SOURCE], require_position_limits=False,
+                   seam='splice', stop_behavior='hold', blend_time=0.0,
+                   path_tolerance=[0.0] * 8),
                **(server or {})}))
         self.sim = SimRobot(context=self.ctx, parameter_overrides=_params(dict(
             joints=J, max_velocity=[5.0] * 8, rate=100.0))) if sim_in_process else None

@@ -84,7 +84,8 @@ class Bench:
             urdf_path=self.urdf, state_timeout=1.0, control_rate=rate,
             heartbeat_timeout=HEARTBEAT_TIMEOUT,
             command_timeout=COMMAND_TIMEOUT, max_late_ticks=0, blend_time=0.05,
-            seam='blend', max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4),
+            seam='blend', max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4,
+            stop_behavior='hold', path_tolerance=[0.0] * 8),   # the stop it measures: hold
             wait_actions=['execute_trajectory'])
         self.gate = None
         self.start_gate()

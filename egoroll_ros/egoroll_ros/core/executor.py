@@ -74,18 +74,24 @@ STEP_SLACK = 1e-6
 
 @dataclass(frozen=True)
 class ExecutorConfig:
-    """Executor settings (see ``config/trajectory_server.yaml`` for each one's meaning).
+    """Executor settings: trajectory_server's parameters of the same names (docs/parameters.md
+    for each one's meaning).
 
-    Per-joint arrays have one value per joint; a tolerance of 0 disables that joint's check.
+    The defaults here ARE the node's defaults (its parameter spec reads them from this class:
+    one definition), and they are the safe values (issue 24.3): every supervision on
+    (command, heartbeat, late-tick and stall timeouts, future stamps, position limits
+    required), a jerk-limited seam (``blend``: ``max_jerk`` is then required) and a
+    decelerating stop. Per-joint arrays have one value per joint; a tolerance of 0 disables
+    that joint's check.
     """
 
     joints: tuple[str, ...]
     control_rate: float = 200.0
     state_timeout: float = 0.1
-    command_timeout: float = 0.0
+    command_timeout: float = 0.5
     #: s: a goal whose header.stamp lies further ahead of the ROS clock is refused
     #: FUTURE_STAMP (a ROS clock that jumped back, or a goal from before the jump); 0 = off.
-    max_future_stamp: float = 0.0
+    max_future_stamp: float = 0.5
     path_tolerance: tuple[float, ...] = ()
     goal_tolerance: tuple[float, ...] = ()
     #: rad (m): a goal after a halt starts from the measured positions only when each lies
@@ -96,29 +102,29 @@ class ExecutorConfig:
     goal_time_tolerance: float = 0.5
     max_velocity: tuple[float, ...] = ()
     max_acceleration: tuple[float, ...] = ()
-    stop_behavior: str = 'hold'
+    stop_behavior: str = 'decelerate'
     idle_output: str = 'hold'
     interpolation: str = 'auto'
-    blend_time: float = 0.0
-    seam: str = 'splice'
+    blend_time: float = 0.1
+    seam: str = 'blend'
     max_jerk: tuple[float, ...] = ()
-    max_blend_time: float = 0.5
+    max_blend_time: float = 0.4
     blend_join: str = 'correction'
     #: Supervision (see :meth:`ExecutorCore.supervise`): s without an interlock heartbeat
     #: after which goals abort HEARTBEAT_LOST and new ones are refused; 0 = not supervised.
-    heartbeat_timeout: float = 0.0
+    heartbeat_timeout: float = 0.25
     #: Consecutive missed control deadlines that abort the goal DEADLINE_MISSED; 0 = off.
-    max_late_ticks: int = 0
+    max_late_ticks: int = 50
     #: s: one gap of at least this between two control ticks (the process was stopped or
     #: starved) aborts the goal STALLED, which the gate answers by stopping the rollout;
     #: 0 = off.
-    stall_timeout: float = 0.0
+    stall_timeout: float = 1.0
     #: Per-joint position limits checked on every setpoint (both empty: the URDF's, given with
     #: :meth:`ExecutorCore.set_urdf_limits`; see :func:`resolve_position_limits`).
     position_lower: tuple[float, ...] = ()
     position_upper: tuple[float, ...] = ()
     #: Refuse goals (NO_ROBOT_MODEL) while no position limits are known.
-    require_position_limits: bool = False
+    require_position_limits: bool = True
 
     def __post_init__(self) -> None:
         joints = tuple(self.joints)

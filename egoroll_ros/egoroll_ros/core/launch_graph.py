@@ -254,14 +254,19 @@ def describe(graph: str, given: Mapping[str, str], share: str | Path,
     cfg = share / 'config'
     extra = {k: dict(v) for k, v in (overrides or {}).items()}
 
-    def params_file(node: str) -> str:
-        path = args.get(f'{node}_params', '') or str(
+    def params_files(node: str) -> list[str]:
+        """The shipped file of ``node``, or the user's layered over the node's generated
+        defaults (config/defaults/: the safe values, issue 24.3; launch_ros applies params
+        files in order, so the user's file changes only what it names)."""
+        user = args.get(f'{node}_params', '')
+        path = user or str(
             cfg / ('bimanual_example.yaml' if bimanual and node in
                    ('safety_gate', 'trajectory_server', 'policy_node', 'sim_robot')
                    else f'{node}.yaml'))
         if not Path(path).is_file():
             raise ConfigError(f'launch argument {node}_params: no file {path}')
-        return path
+        defaults = cfg / 'defaults' / f'{node}.yaml'
+        return [str(defaults), path] if user and defaults.is_file() else [path]
 
     def spec(executable: str, *, overrides: Mapping[str, Any] | None = None,
              remaps: Sequence[tuple[str, str]] = (), ready: Ready = Ready(),
@@ -272,7 +277,7 @@ def describe(graph: str, given: Mapping[str, str], share: str | Path,
         params.update(extra.pop(executable, {}))
         return NodeSpec(package=package, executable=executable, name=executable, namespace=ns,
                         params_files=tuple(files if files is not None
-                                           else [params_file(executable)]),
+                                           else params_files(executable)),
                         overrides=params, remaps=tuple(remaps), arguments=tuple(arguments),
                         log_level=args['log_level'], ready=ready)
 

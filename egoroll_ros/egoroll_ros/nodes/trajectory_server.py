@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -88,9 +89,13 @@ SWITCH_INTERVAL = 0.0002
 
 COMMAND_INTERFACES = ('joint_state', 'float64_multi_array', 'joint_trajectory')
 
+#: The executor's defaults, from its core config: one definition (issue 24.3).
+_D = {f.name: list(f.default) if isinstance(f.default, tuple) else f.default
+      for f in dataclasses.fields(ExecutorConfig) if f.default is not dataclasses.MISSING}
+
 PARAMS = [
     Param('joints', 'str[]', None, 'Controlled joints, in command order.', read_only=True),
-    Param('control_rate', float, 200.0, 'Setpoint rate of the control loop (Hz).',
+    Param('control_rate', float, _D['control_rate'], 'Setpoint rate of the control loop (Hz).',
           min=1.0, max=1000.0, read_only=True),
     Param('command_interface', str, 'joint_state',
           'Type on `command`: joint_state (sensor_msgs/JointState stream), float64_multi_array '
@@ -100,17 +105,21 @@ PARAMS = [
     Param('command_joints', 'str[]', [], "Joint order of `command` (the controller's `joints` "
           'parameter: Float64MultiArray values come in this order); the same joints as '
           '`joints`, else refused; empty = the order of `joints`.', read_only=True),
-    Param('state_timeout', float, 0.1, 'Max age of joint_states (s, steady clock) to accept '
+    Param('state_timeout', float, _D['state_timeout'],
+          'Max age of joint_states (s, steady clock) to accept '
           'a goal or keep executing.', min=0.001, max=10.0, read_only=True),
-    Param('command_timeout', float, 0.5, 'Max time between goals while executing (s): a '
+    Param('command_timeout', float, _D['command_timeout'],
+          'Max time between goals while executing (s): a '
           'dead policy or gate stops the arm after this; 0 = off (a warning is logged). '
           'Chunks arrive at 5-30 Hz; a single goal longer than this is cut short.', min=0.0,
           max=3600.0, read_only=True),
-    Param('max_future_stamp', float, 0.5, "Most seconds a goal's header.stamp may lie ahead of "
+    Param('max_future_stamp', float, _D['max_future_stamp'],
+          "Most seconds a goal's header.stamp may lie ahead of "
           "this node's ROS clock; further: refused FUTURE_STAMP, so a goal from before a "
           '/clock that jumped back (use_sim_time, a bag replay restarted) never runs late. '
           '0 = off (a warning is logged).', min=0.0, max=60.0, read_only=True),
-    Param('heartbeat_timeout', float, 0.25, "Max age (s, steady clock) of the safety gate's "
+    Param('heartbeat_timeout', float, _D['heartbeat_timeout'],
+          "Max age (s, steady clock) of the safety gate's "
           'interlock heartbeat (safety/heartbeat): older aborts the goal (HEARTBEAT_LOST) and '
           'holds, and new goals are refused. 0 = not supervised (a warning is logged).',
           min=0.0, max=10.0, read_only=True),
@@ -128,13 +137,16 @@ PARAMS = [
     Param('urdf_path', str, '', 'URDF file whose joint limits bound every setpoint (the '
           "safety gate's; package:// allowed); empty: the robot_description topic.",
           read_only=True),
-    Param('position_lower', 'float[]', [], 'Per-joint lowest position any setpoint may have '
+    Param('position_lower', 'float[]', _D['position_lower'],
+          'Per-joint lowest position any setpoint may have '
           '(rad or m). Empty with position_upper: the URDF limits; given: they replace the '
           "URDF's and must lie within them (a robot model they exceed is refused). A setpoint "
           'beyond aborts the goal LIMIT_VIOLATED and holds (never clamped).', read_only=True),
-    Param('position_upper', 'float[]', [], 'Per-joint highest position any setpoint may have '
+    Param('position_upper', 'float[]', _D['position_upper'],
+          'Per-joint highest position any setpoint may have '
           '(rad or m); see position_lower.', read_only=True),
-    Param('require_position_limits', bool, True, 'Refuse goals (NO_ROBOT_MODEL) while no '
+    Param('require_position_limits', bool, _D['require_position_limits'],
+          'Refuse goals (NO_ROBOT_MODEL) while no '
           'position limits are known (no robot model yet and no position_lower/_upper). '
           'false: goals run unchecked meanwhile (a warning is logged).', read_only=True),
     Param('control_thread_priority', int, 0, 'SCHED_FIFO priority (1-99) of the control '
@@ -142,25 +154,33 @@ PARAMS = [
           'ahead of every normal process on a loaded machine; 0 = normal scheduling. When the '
           'system refuses it (no CAP_SYS_NICE / rtprio limit) a warning is logged and the loop '
           'runs normally.', min=0, max=99, read_only=True),
-    Param('max_late_ticks', int, 50, 'Consecutive missed control deadlines that abort the goal '
+    Param('max_late_ticks', int, _D['max_late_ticks'],
+          'Consecutive missed control deadlines that abort the goal '
           '(DEADLINE_MISSED) and hold; 0 = off (a warning is logged).', min=0, max=100000,
           read_only=True),
-    Param('stall_timeout', float, 1.0, 'One gap of at least this (s) between two control '
+    Param('stall_timeout', float, _D['stall_timeout'],
+          'One gap of at least this (s) between two control '
           'ticks (the process was stopped or starved) aborts the goal (STALLED) and holds; the '
           'safety gate then stops the rollout, so a hung executor never resumes motion by '
           'itself. 0 = off (a warning is logged).', min=0.0, max=60.0, read_only=True),
-    Param('path_tolerance', 'float[]', [], 'Per-joint max |measured - setpoint| while '
-          'executing (rad or m); 0 = unchecked; empty = all unchecked.', min=0.0,
+    Param('path_tolerance', 'float[]', None,
+          'Per-joint max |measured - setpoint| while executing (rad or m), one value per '
+          'joint: beyond it the goal aborts PATH_TOLERANCE_VIOLATED and the arm holds; it also '
+          'bounds the start after a halt (start_jump_margin). Required: the tracking error is '
+          "the robot's to state; 0 leaves a joint unchecked (a warning is logged).", min=0.0,
           read_only=True),
-    Param('start_jump_margin', float, 0.005, 'rad (m): after a halt, a goal starts from the '
+    Param('start_jump_margin', float, _D['start_jump_margin'],
+          'rad (m): after a halt, a goal starts from the '
           'measured positions only when each lies within path_tolerance + this of the hold '
           'setpoint (joints with a path tolerance; the others are listed unchecked in '
           '/diagnostics), else START_JUMP and the arm holds: a larger gap means joint_states '
           'changed source (a second publisher, a replay) and the start would jump.', min=0.0,
           max=0.1, read_only=True),
-    Param('goal_tolerance', 'float[]', [], 'Per-joint max |measured - final point| at the end '
+    Param('goal_tolerance', 'float[]', _D['goal_tolerance'],
+          'Per-joint max |measured - final point| at the end '
           '(rad or m); 0 = unchecked; empty = all unchecked.', min=0.0, read_only=True),
-    Param('goal_time_tolerance', float, 0.5, 'How long after the last point to wait for the '
+    Param('goal_time_tolerance', float, _D['goal_time_tolerance'],
+          'How long after the last point to wait for the '
           'goal tolerance (s).', min=0.0, max=60.0, read_only=True),
     Param('max_velocity', 'float[]', None, 'Per-joint max setpoint speed (rad/s or m/s).',
           min=1e-6, read_only=True),
@@ -168,30 +188,36 @@ PARAMS = [
           'or m/s^2): checked on the spliced trajectory before it runs and on every setpoint '
           'sent (second divided difference; LIMIT_VIOLATED and hold, never clamped); also the '
           'deceleration of stop_behavior decelerate.', min=1e-6, read_only=True),
-    Param('stop_behavior', str, 'hold', 'On cancel or abort: hold the current setpoint, or '
+    Param('stop_behavior', str, _D['stop_behavior'],
+          'On cancel or abort: hold the current setpoint, or '
           'decelerate at max_acceleration.', choices=STOP_BEHAVIORS, read_only=True),
-    Param('idle_output', str, 'hold', 'When not executing: keep publishing the hold setpoint, '
+    Param('idle_output', str, _D['idle_output'],
+          'When not executing: keep publishing the hold setpoint, '
           'or go silent.', choices=IDLE_OUTPUTS, read_only=True),
-    Param('interpolation', str, 'auto', 'auto (quintic with accelerations, else cubic), '
+    Param('interpolation', str, _D['interpolation'],
+          'auto (quintic with accelerations, else cubic), '
           'linear, cubic or quintic.', choices=INTERPOLATIONS, read_only=True),
-    Param('blend_time', float, 0.0, 'When a goal is adopted, its points due within this many '
+    Param('blend_time', float, _D['blend_time'],
+          'When a goal is adopted, its points due within this many '
           'seconds are dropped like past points, so the blend from the current setpoint into '
           'the new path lasts at least this long (s); 0: only past points are dropped. seam '
           'blend: the shortest join (> 0).',
           min=0.0, max=1.0, read_only=True),
-    Param('seam', str, 'splice', 'How a new goal replaces the running one: splice (from the '
+    Param('seam', str, _D['seam'], 'How a new goal replaces the running one: splice (from the '
           'current setpoint into its points, no jerk bound; one that needs more than '
           'max_acceleration is refused) or blend (a '
           'jerk-limited join in position, velocity and acceleration within max_velocity, '
           'max_acceleration and max_jerk, lasting blend_time..max_blend_time; a goal that '
           'cannot be joined so is refused and the running one continues).', choices=SEAMS,
           read_only=True),
-    Param('max_jerk', 'float[]', [], 'Per-joint max jerk of the setpoints (rad/s^3 or m/s^3); '
+    Param('max_jerk', 'float[]', _D['max_jerk'],
+          'Per-joint max jerk of the setpoints (rad/s^3 or m/s^3); '
           "required for seam blend (also bounds the decelerating stop's jerk).", min=1e-6,
           read_only=True),
-    Param('max_blend_time', float, 0.5, 'seam blend: longest join into a new goal (s); a goal '
+    Param('max_blend_time', float, _D['max_blend_time'],
+          'seam blend: longest join into a new goal (s); a goal '
           'that cannot be joined within it is refused.', min=0.001, max=5.0, read_only=True),
-    Param('blend_join', str, 'correction', 'seam blend, the join preferred at each join time: '
+    Param('blend_join', str, _D['blend_join'], 'seam blend, the join preferred at each join time: '
           "correction (the new goal's own path plus a quintic correction fading from the "
           'running state to zero, so the change of velocity is spread over the join; Ruckig '
           'where that would exceed the limits) or ruckig (always the time-optimal Ruckig join: '
@@ -223,10 +249,11 @@ class TrajectoryServer(Node):
     def __init__(self, node_name: str = 'trajectory_server', **kwargs) -> None:
         super().__init__(node_name, **kwargs)
         p = declare_params(self, PARAMS)
+        self.p = p            # the values in effect (an empty list is one: rclpy leaves it unset)
         joints = tuple(p['joints'])
-        for name in ('max_velocity', 'max_acceleration'):
+        for name in ('max_velocity', 'max_acceleration', 'path_tolerance'):
             per_joint(p[name], joints, name)
-        for name in ('path_tolerance', 'goal_tolerance', 'max_jerk'):
+        for name in ('goal_tolerance', 'max_jerk'):
             if p[name]:
                 per_joint(p[name], joints, name)
         self.config = ExecutorConfig.from_params(p)

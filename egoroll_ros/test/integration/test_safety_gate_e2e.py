@@ -55,7 +55,8 @@ def graph(ros_graph, launcher):
         state_timeout=3.0, blend_time=0.1, control_rate=100.0,
         # the demo's seam: chunks joined within max_acceleration (checked on every setpoint)
         seam='blend', max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4,
-        command_timeout=0.0, max_late_ticks=0),   # single long chunks; a loaded machine
+        command_timeout=0.0, max_late_ticks=0,    # single long chunks; a loaded machine
+        stop_behavior='hold', path_tolerance=[0.0] * 8),   # as written (before 24.3)
         wait_actions=['execute_trajectory'])
     launcher.start('safety_gate', 'safety_gate', params_files=[f'{share}/config/safety_gate.yaml'],
                    # The demo config's 0.2 s joint_states age cancels on a loaded 2-core test

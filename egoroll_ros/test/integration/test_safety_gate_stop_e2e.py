@@ -79,7 +79,9 @@ class Graph:
             seam='blend', max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4,
             # One 6 s chunk at a time (no newer goal within the default 0.5 s); a descheduled
             # process must not latch DEADLINE_MISSED here (tested in test_trajectory_server).
-            command_timeout=0.0, max_late_ticks=0), wait_actions=['execute_trajectory'])
+            command_timeout=0.0, max_late_ticks=0,
+            stop_behavior='hold', path_tolerance=[0.0] * 8),   # the stop it measures: hold
+            wait_actions=['execute_trajectory'])
         launcher.start('safety_gate', 'safety_gate',
                        params_files=[f'{share}/config/safety_gate.yaml'],
                        params=dict(urdf_path=urdf, require_deadman=True, joy_timeout=1.0,

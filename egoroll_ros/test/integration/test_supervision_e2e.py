@@ -74,7 +74,8 @@ class Supervised:
             state_timeout=3.0, urdf_path=urdf, blend_time=0.1, seam='blend',
             max_jerk=[1000.0] * 7 + [50.0], max_blend_time=0.4, control_rate=RATE,
             heartbeat_timeout=HEARTBEAT_TIMEOUT, command_timeout=0.0, max_late_ticks=0,
-            diagnostics_rate=10.0), wait_actions=['execute_trajectory'])
+            diagnostics_rate=10.0, stop_behavior='hold', path_tolerance=[0.0] * 8),
+            wait_actions=['execute_trajectory'])
         self.gate = launcher.start('safety_gate', 'safety_gate',
                                    params_files=[f'{share}/config/safety_gate.yaml'],
                                    params=dict(urdf_path=urdf, joy_timeout=1.0,

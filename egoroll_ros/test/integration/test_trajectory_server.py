@@ -70,7 +70,11 @@ class Rig:
                   # longer than the default command_timeout; a descheduled test process must
                   # not latch DEADLINE_MISSED. Each has its own test, which sets it.
                   heartbeat_timeout=0.0, command_timeout=0.0, max_late_ticks=0,
-                  allowed_sources=['/test'], require_position_limits=False)
+                  allowed_sources=['/test'], require_position_limits=False,
+                  # The seam, stop and tolerances these tests were written for (the node's
+                  # defaults before issue 24.3 made them blend / decelerate / required).
+                  seam='splice', stop_behavior='hold', blend_time=0.0, max_blend_time=0.5,
+                  path_tolerance=[0.0] * 3)
         sp.update(server or {})
         self.server = graph.add(TrajectoryServer(context=graph.context,
                                                  parameter_overrides=_params(sp)))
@@ -638,7 +642,8 @@ def test_every_executor_check_that_is_off_is_listed_in_diagnostics(ros_graph):
     rig = Rig(ros_graph, server={'path_tolerance': [0.1, 0.0, 0.1]})
     listed = dict(rig.server._executor_status().values)['disabled_checks'].split(',')
     assert set(listed) == {'command_timeout', 'heartbeat_timeout', 'max_late_ticks',
-                           'require_position_limits', 'path_tolerance(j2)', 'goal_tolerance'}
+                           'require_position_limits', 'path_tolerance(j2)', 'start_jump(j2)',
+                           'goal_tolerance'}
     on = Rig(ros_graph, server={'heartbeat_timeout': 0.25, 'command_timeout': 0.5,
                                 'max_late_ticks': 50, 'require_position_limits': True,
                                 'path_tolerance': [0.1] * 3, 'goal_tolerance': [0.05] * 3},

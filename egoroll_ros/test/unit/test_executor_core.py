@@ -23,8 +23,14 @@ DT = 1.0 / RATE
 
 
 def _cfg(**kw):
+    # The core alone: no gate heartbeat, no robot model, nothing fed between goals, so the
+    # supervision the shipped defaults turn on is off here (each has its own test, which sets
+    # it); the seam and stop these tests were written for (splice, hold).
     base = dict(joints=J, control_rate=RATE, state_timeout=0.1, max_velocity=(2.0, 2.0),
-                max_acceleration=(40.0, 40.0))
+                max_acceleration=(40.0, 40.0), heartbeat_timeout=0.0, command_timeout=0.0,
+                max_future_stamp=0.0, max_late_ticks=0, stall_timeout=0.0,
+                require_position_limits=False, seam='splice', stop_behavior='hold',
+                blend_time=0.0, max_blend_time=0.5)
     base.update(kw)
     return ExecutorConfig(**base)
 
@@ -618,7 +624,8 @@ def test_config_from_params_takes_each_field_from_the_parameter_of_its_name():
 
     p = {spec.name: spec.default for spec in PARAMS}
     p.update(joints=['a', 'b'], max_velocity=[1.0, 2.0], max_acceleration=[5.0, 6.0],
-             path_tolerance=[0.1, 0.2], command_timeout=0.25, stop_behavior='hold')
+             path_tolerance=[0.1, 0.2], command_timeout=0.25, stop_behavior='hold',
+             max_jerk=[100.0, 100.0])
     cfg = ExecutorConfig.from_params(p)
     assert cfg.joints == ('a', 'b') and cfg.max_velocity == (1.0, 2.0)
     assert cfg.path_tolerance == (0.1, 0.2) and cfg.command_timeout == 0.25

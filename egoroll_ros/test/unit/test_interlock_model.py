@@ -110,7 +110,9 @@ class GateAndExecutor(RuleBasedStateMachine):
                                               stall_timeout=0.0))
         self.exe = ExecutorCore(ExecutorConfig(
             joints=J, control_rate=1.0 / DT, state_timeout=1e6, max_velocity=(50.0, 50.0),
-            max_acceleration=(1e4, 1e4), heartbeat_timeout=1e6))
+            max_acceleration=(1e4, 1e4), heartbeat_timeout=1e6, command_timeout=0.0,
+            max_late_ticks=0, stall_timeout=0.0, require_position_limits=False,
+            seam='splice', stop_behavior='hold', blend_time=0.0))
         self.q = np.zeros(2)
         self.exe.update_measured(self.q, None, self.t)
         self.seq = 0                         # the policy's stream (always increasing)

@@ -115,6 +115,19 @@ def test_unknown_arguments_and_values_are_refused():
         describe('everything', {}, SHARE)
 
 
+def test_a_users_parameter_file_layers_over_the_nodes_safe_defaults(tmp_path):
+    """Issue 24.3: `<node>_params:=mine.yaml` comes after the node's generated defaults file
+    (launch_ros applies files in order), so it changes only what it names; the safe values
+    are never replaced by a file that leaves them out. Without one, the shipped file alone."""
+    mine = tmp_path / 'mine.yaml'
+    mine.write_text('/**/trajectory_server:\n  ros__parameters:\n    control_rate: 500.0\n')
+    specs = {s.name: s for s in describe('robot', {'trajectory_server_params': str(mine)},
+                                         SHARE)}
+    assert specs['trajectory_server'].params_files == (
+        str(SHARE / 'config' / 'defaults' / 'trajectory_server.yaml'), str(mine))
+    assert specs['safety_gate'].params_files == (str(SHARE / 'config' / 'safety_gate.yaml'),)
+
+
 def test_sim_without_robot_state_publisher_reads_the_urdf_from_file():
     specs = {s.name: s for s in describe('sim', {}, SHARE)}
     urdf = str(SHARE / 'urdf' / 'demo_arm.urdf')

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.safety  # checks motion, limits, stops or supervision: 
 CONFIG = arm_config()
 J = CONFIG.joints
 N = len(J)
-EXECUTOR = ExecutorConfig(joints=J, max_velocity=(1.0,) * N, max_acceleration=(5.0,) * N)
+EXECUTOR = ExecutorConfig(joints=J, max_velocity=(1.0,) * N, max_acceleration=(5.0,) * N,
+                          max_jerk=(100.0,) * N)
 
 
 def _traj(times, pos, names=J, vel=None) -> JointTrajectoryData:
