@@ -51,6 +51,7 @@ from egoroll_ros.core.command_interface import command_order
 from egoroll_ros.core.executor import (
     BLEND_JOINS,
     CODES,
+    EXECUTING,
     HOLDING,
     IDLE_OUTPUTS,
     SEAMS,
@@ -223,6 +224,12 @@ PARAMS = [
           'where that would exceed the limits) or ruckig (always the time-optimal Ruckig join: '
           'bursts at the jerk limit, coasting in between).', choices=BLEND_JOINS,
           read_only=True),
+    Param('trajectory_horizon', float, 0.3, 'command_interface joint_trajectory: the '
+          'controller is sent only the next this-many seconds of the motion while executing, '
+          'again every third of it, so a dead, stopped or starved executor leaves at most this '
+          'much motion queued in the controller (it then holds the last point, as a '
+          "joint_trajectory_controller does at a trajectory's end). Stops are sent whole.",
+          min=0.05, max=2.0, read_only=True),
     Param('feedback_rate', float, 20.0, 'Action feedback rate (Hz).', min=0.1, max=1000.0,
           read_only=True),
     Param('planned_rate', float, 10.0, 'Rate of executor/planned (Hz).', min=0.1, max=1000.0,
@@ -250,6 +257,8 @@ class TrajectoryServer(Node):
         super().__init__(node_name, **kwargs)
         p = declare_params(self, PARAMS)
         self.p = p            # the values in effect (an empty list is one: rclpy leaves it unset)
+        self._horizon = float(p['trajectory_horizon'])
+        self._horizon_sent = float('-inf')     # steady time of the last forwarded trajectory
         joints = tuple(p['joints'])
         for name in ('max_velocity', 'max_acceleration', 'path_tolerance'):
             per_joint(p[name], joints, name)
@@ -681,8 +690,9 @@ class TrajectoryServer(Node):
                 self._command_pub.publish(
                     Float64MultiArray(data=sp.positions[self._order].tolist()))
             self._commanded_pub.publish(msg)
-        if self.interface == 'joint_trajectory' and res.motion_changed and \
-                self.core.motion is not None:
+        if self.interface == 'joint_trajectory' and self.core.motion is not None and (
+                res.motion_changed or (self.core.state == EXECUTING and
+                                       t >= self._horizon_sent + self._horizon / 3.0)):
             self._command_pub.publish(self._forward_msg(t, ros_now))
 
     def _publish_state(self, sp: Setpoint, state: str, active: int | None,
@@ -696,13 +706,26 @@ class TrajectoryServer(Node):
         self._state_pub.publish(msg)
 
     def _forward_msg(self, t: float, ros_now: int) -> JointTrajectory:
-        times, pos, vel, acc = self.core.motion.knots()
-        keep = times > t
-        msg = JointTrajectory(joint_names=self._command_joints)
-        pos, vel, acc = pos[:, self._order], vel[:, self._order], acc[:, self._order]
+        """The motion from ``t`` for a joint_trajectory_controller: while executing only up
+        to ``t + trajectory_horizon`` (its last point sampled there), a stop whole."""
+        motion = self.core.motion
+        times, pos, vel, acc = motion.knots()
         # A stop motion is stamped zero ("start on receipt") so a late delivery cannot make it
         # a trajectory in the past that the controller would ignore; a goal keeps its timing.
         stopping = self.core.state in (HOLDING, STOPPING)
+        if not stopping:
+            end = t + self._horizon
+            inside = times < end - 1e-6
+            if times[-1] > end:
+                q, v, a = motion.sample(end)
+                times = np.append(times[inside], end)
+                pos = np.vstack([pos[inside], q])
+                vel = np.vstack([vel[inside], v])
+                acc = np.vstack([acc[inside], a])
+        self._horizon_sent = t
+        keep = times > t
+        msg = JointTrajectory(joint_names=self._command_joints)
+        pos, vel, acc = pos[:, self._order], vel[:, self._order], acc[:, self._order]
         msg.header.stamp = ns_to_time(0 if stopping else ros_now)
         if not np.any(keep):
             times = np.array([t + self.config.period])
@@ -771,8 +794,16 @@ class TrajectoryServer(Node):
         if self._joiner.is_alive():
             self._joiner.join(timeout=2.0)
         with self._lock:
-            self.core.halt(time.monotonic(), 'SHUTDOWN', 'the server is shutting down')
+            now = time.monotonic()
+            self.core.halt(now, 'SHUTDOWN', 'the server is shutting down')
             outcomes = self.core.take_outcomes()
+            if self.interface == 'joint_trajectory' and self.core.motion is not None:
+                # The controller would otherwise run out what it was sent: send it the stop.
+                try:
+                    self._command_pub.publish(self._forward_msg(now, 0))
+                except Exception as exc:  # noqa: BLE001 - the context may be gone (SIGINT)
+                    self.get_logger().warning(f'could not send the stop to the controller '
+                                              f'at shutdown: {exc}')
         self._dispatch(outcomes)
         # A goal registered but not (yet) in the core has no outcome: it ends SHUTDOWN too.
         for waiter in list(self._waiters.values()):

@@ -380,13 +380,66 @@ def test_cancel_forwards_the_hold_to_a_trajectory_controller(ros_graph):
     handle.cancel_goal_async()
     res = rig.result(handle)
     assert res.error_code == R.CANCELED, res.error_string
-    hold = cmd.wait_for(lambda m: len(m.points) == 1, 5.0)
-    assert time_to_sec(hold.header.stamp) == 0.0  # "start on receipt": never in the past
+    # The hold: one point stamped zero ("start on receipt": never in the past); the goal's
+    # horizon messages before it carry their send time.
+    hold = cmd.wait_for(lambda m: len(m.points) == 1 and
+                        time_to_sec(m.header.stamp) == 0.0, 5.0)
     q = list(hold.points[0].positions)
     assert q[0] < 0.6 and not any(hold.points[0].velocities)
     wait_until(lambda: rig.server.core.measured is not None and
                np.allclose(rig.server.core.measured.positions, q, atol=1e-3), 5.0,
                f'sim at the hold {q}: {rig.server.core.measured.positions}')
+    assert cmd.snapshot()[-1] == hold, 'motion was sent after the hold'
+
+
+@pytest.mark.safety
+def test_a_trajectory_controller_never_holds_more_than_the_horizon_of_motion(ros_graph):
+    """Issue 24.7: with joint_trajectory the controller is sent only the next
+    trajectory_horizon of a 3 s goal, again as it runs; when the executor stops sending (its
+    control thread starved here, as a SIGSTOP or a crash would), the stand-in controller
+    (sim_robot, which like a joint_trajectory_controller holds a trajectory's last point)
+    stops where the last message ended, within the horizon, far short of the goal."""
+    rig = Rig(ros_graph, server={'command_interface': 'joint_trajectory',
+                                 'trajectory_horizon': 0.3, 'command_timeout': 0.0},
+              sim={'command_interface': 'joint_trajectory'})
+    cmd = ros_graph.collect(rig.node, JointTrajectory, 'command', 1000)
+    handle = rig.send(rig.goal([3.0], [[0.6] * 3]))
+    rig.commanded.wait_for(lambda m: m.position[0] > 0.1, 5.0)
+    with rig.server._lock:               # the executor sends nothing while this is held
+        sent = [m for m in cmd.snapshot() if m.points]
+        time.sleep(0.05)                 # anything already on the wire arrives
+        last = [m for m in cmd.snapshot() if m.points][-1]
+        time.sleep(1.0)                  # the stimulus: a 1 s outage of the executor
+        held = rig.server.core.measured.positions.copy()
+    assert len(sent) >= 3, 'the horizon is re-sent while the goal runs'
+    for m in sent:
+        span = m.points[-1].time_from_start.sec + m.points[-1].time_from_start.nanosec * 1e-9
+        assert span <= 0.3 + 1e-6, span
+    end = last.points[-1].positions[0]
+    assert end < 0.5, 'the whole goal was queued in the controller'
+    assert held[0] <= end + 1e-3, (held[0], end)
+    assert rig.result(handle).error_code in (R.SUCCESSFUL, R.DEADLINE_MISSED, R.STALLED,
+                                             R.PATH_TOLERANCE_VIOLATED)
+
+
+@pytest.mark.safety
+def test_shutdown_sends_a_trajectory_controller_the_stop(ros_graph):
+    """Issue 24.7: the executor shutting down mid-goal ends it SHUTDOWN and sends the
+    controller its stop (stamped zero, ending at rest), so the controller does not run out
+    the horizon it was sent; the stand-in controller comes to rest there."""
+    rig = Rig(ros_graph, server={'command_interface': 'joint_trajectory'},
+              sim={'command_interface': 'joint_trajectory'})
+    cmd = ros_graph.collect(rig.node, JointTrajectory, 'command', 1000)
+    handle = rig.send(rig.goal([3.0], [[0.6] * 3]))
+    rig.commanded.wait_for(lambda m: m.position[0] > 0.1, 5.0)
+    rig.server.close()
+    assert rig.result(handle).error_code == R.SHUTDOWN
+    stop = cmd.wait_for(lambda m: time_to_sec(m.header.stamp) == 0.0 and m.points, 5.0)
+    assert not any(stop.points[-1].velocities), 'the stop ends at rest'
+    q = stop.points[-1].positions[0]
+    assert q < 0.5
+    wait_until(lambda: abs(rig.server.core.measured.positions[0] - q) < 1e-3, 5.0,
+               'the controller at the stop')
 
 
 @pytest.mark.safety
