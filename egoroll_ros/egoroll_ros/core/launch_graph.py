@@ -309,6 +309,11 @@ def describe(graph: str, given: Mapping[str, str], share: str | Path,
             ts_over['command_interface'] = args['command_interface']
         if args['command_joints']:
             ts_over['command_joints'] = [j.strip() for j in args['command_joints'].split(',')]
+        controller = args.get('controller', '').strip().strip('/')
+        if controller and graph != 'sim':
+            # The executor reads the command order from the controller's own `joints`
+            # parameter (in the sim graph sim_robot plays the controller: no such node).
+            ts_over['controller_node'] = controller
         # The executor checks its setpoints against the same URDF as the gate.
         urdf = args['urdf_path'] or (description if graph == 'sim' else '')
         if urdf:

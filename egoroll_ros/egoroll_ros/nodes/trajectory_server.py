@@ -71,8 +71,9 @@ from egoroll_ros.core.joint_state_vetting import Vetting
 from egoroll_ros.core.robot_model import RobotModel
 from egoroll_ros.core.trajectory import INTERPOLATIONS
 from egoroll_ros.core.types import JointStateData
-from egoroll_ros.errors import InputError, TrajectoryError
+from egoroll_ros.errors import ConfigError, InputError, TrajectoryError
 from egoroll_ros.ros.auth import verify_goal, verify_heartbeat
+from egoroll_ros.ros.controller_params import controller_joints
 from egoroll_ros.ros.convert import (
     ns_to_time,
     sec_to_duration,
@@ -105,7 +106,18 @@ PARAMS = [
           read_only=True),
     Param('command_joints', 'str[]', [], "Joint order of `command` (the controller's `joints` "
           'parameter: Float64MultiArray values come in this order); the same joints as '
-          '`joints`, else refused; empty = the order of `joints`.', read_only=True),
+          '`joints`, else refused; empty = the order of `joints`, or with controller_node '
+          "the controller's own. With controller_node it is only a cross-check: any difference "
+          "from the controller's `joints` refuses to start.", read_only=True),
+    Param('controller_node', str, '', 'The ros2_control controller node driven through '
+          '`command` (float64_multi_array / joint_trajectory; relative names resolve in this '
+          "node's namespace): at start its own `joints` parameter is read (get_parameters) and "
+          'is the command order; a controller that does not answer within controller_timeout, '
+          'or whose joints are not the same set as `joints`, refuses to start. Empty: the order '
+          'is not read from the controller (a warning is logged; the launch files set it from '
+          'their controller argument).', read_only=True),
+    Param('controller_timeout', float, 10.0, 'Seconds to wait at start for controller_node to '
+          'answer.', min=0.1, max=120.0, read_only=True),
     Param('state_timeout', float, _D['state_timeout'],
           'Max age of joint_states (s, steady clock) to accept '
           'a goal or keep executing.', min=0.001, max=10.0, read_only=True),
@@ -268,7 +280,8 @@ class TrajectoryServer(Node):
         self.config = ExecutorConfig.from_params(p)
         self._priority = int(p['control_thread_priority'])
         self.interface = p['command_interface']
-        self._order = command_order(joints, p['command_joints'])
+        self._controller_joints = self._read_controller_joints(p)
+        self._order = command_order(joints, self._controller_joints or p['command_joints'])
         self._command_joints = [joints[i] for i in self._order]
         rate = self.config.control_rate
         self._feedback_every = max(1, round(rate / p['feedback_rate']))
@@ -334,6 +347,8 @@ class TrajectoryServer(Node):
                 self._checks_off.append(name)
         if not self._allowed:
             self._checks_off.append('allowed_sources')
+        if self.interface != 'joint_state' and not self._controller_joints:
+            self._checks_off.append('controller_joints')
         for name, what in (('path_tolerance', 'tracking error while executing'),
                            ('goal_tolerance', "the position reached at a goal's end")):
             unchecked = [j for i, j in enumerate(joints) if not p[name] or not p[name][i]]
@@ -363,6 +378,27 @@ class TrajectoryServer(Node):
             f'executing on {len(joints)} joints at {rate:g} Hz, command interface '
             f'{self.interface} in the order {self._command_joints}, stop '
             f'{self.config.stop_behavior}')
+
+    def _read_controller_joints(self, p: dict) -> list[str]:
+        """The controller's own ``joints`` (controller_node), cross-checked with
+        command_joints; [] without a controller node. Raises ConfigError (no start)."""
+        name = p['controller_node']
+        if not name:
+            if self.interface != 'joint_state':
+                self.get_logger().warning(
+                    f"parameter 'controller_node' is empty: the {self.interface} command order "
+                    "is not read from the controller (command_joints, or joints, is trusted)")
+            return []
+        if self.interface == 'joint_state':
+            raise ConfigError("parameter 'controller_node': a ros2_control controller takes "
+                              'float64_multi_array or joint_trajectory, not joint_state')
+        found = controller_joints(self, name, p['controller_timeout'])
+        given = list(p['command_joints'])
+        if given and given != found:
+            raise ConfigError(f"parameter 'command_joints' {given} disagrees with controller "
+                              f"{name!r}'s own joints {found} (order and set must match)")
+        self.get_logger().info(f'command order from controller {name!r}: {found}')
+        return found
 
     # ----- inputs -------------------------------------------------------------------------
     def _on_joint_states(self, js: JointStateData, _vetting: Vetting) -> None:

@@ -9,6 +9,7 @@ controller's topic too, closing the loop)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 import threading
 import time
@@ -50,7 +51,10 @@ CONTROL_RATE = _yaml('trajectory_server')['control_rate']
 
 
 class StandInController:
-    """Subscribes exactly as the ros2_control controller does and records what arrives."""
+    """Subscribes exactly as the ros2_control controller does and records what arrives; its
+    node carries the controller's name and its ``joints`` parameter, which the executor reads
+    through the node's get_parameters service, as from a controller the controller_manager
+    loaded (every ros2_control controller is a node of its own name with that parameter)."""
 
     def __init__(self, node, msg_type, topic: str) -> None:
         self.lock = threading.Lock()
@@ -67,6 +71,13 @@ class StandInController:
     def snapshot(self) -> tuple[list, list[float]]:
         with self.lock:
             return list(self.messages), list(self.times)
+
+
+def controller_node(ros_graph, name: str, joints=CONTROLLER_JOINTS):
+    """The controller's node: its name, in the namespace, with its `joints` parameter."""
+    node = ros_graph.node(name, namespace=NS)
+    node.declare_parameter('joints', list(joints))
+    return node
 
 
 def _graph(launcher, interface: str, controller: str):
@@ -150,8 +161,8 @@ def _drive_one_joint(ros_graph, joint: str):
 
 def test_forward_command_controller_gets_values_in_its_joint_order_at_the_control_rate(
         ros_graph, launcher):
-    probe = ros_graph.node('fpc_probe', namespace=NS)
-    fpc = StandInController(probe, Float64MultiArray, 'fpc/commands')
+    probe = controller_node(ros_graph, 'fpc')
+    fpc = StandInController(probe, Float64MultiArray, '~/commands')
     _graph(launcher, 'float64_multi_array', 'fpc')
     # The arm starts at the sim's initial positions; setpoints start from the measured state.
     init = _yaml('sim_robot')['initial_positions']
@@ -183,8 +194,8 @@ def test_forward_command_controller_gets_values_in_its_joint_order_at_the_contro
 
 
 def test_joint_trajectory_controller_gets_named_trajectories(ros_graph, launcher):
-    probe = ros_graph.node('jtc_probe', namespace=NS)
-    jtc = StandInController(probe, JointTrajectory, 'jtc/joint_trajectory')
+    probe = controller_node(ros_graph, 'jtc')
+    jtc = StandInController(probe, JointTrajectory, '~/joint_trajectory')
     _graph(launcher, 'joint_trajectory', 'jtc')
     send = _drive_one_joint(ros_graph, 'elbow')
     wait_until(lambda: send() and any(len(m.points) > 1 for m in jtc.snapshot()[0]), 15.0,
@@ -204,11 +215,38 @@ def test_joint_trajectory_controller_gets_named_trajectories(ros_graph, launcher
 
 
 @pytest.mark.parametrize('command_joints', [
-    JOINTS[:-1], JOINTS + ['extra_joint'], JOINTS[:1] + JOINTS[:-1]])
-def test_executor_refuses_a_controller_joint_list_that_disagrees(launcher, command_joints):
+    JOINTS[:-1], JOINTS + ['extra_joint'], JOINTS[:1] + JOINTS[:-1], JOINTS])
+def test_executor_refuses_a_command_joints_list_that_disagrees_with_the_controller(
+        ros_graph, launcher, command_joints):
+    """Issue 24.7: command_joints is only a cross-check of the controller's own `joints`
+    (read from the controller node): any difference in set or order refuses to start,
+    naming both (JOINTS is a permutation of the controller's order: refused too)."""
+    controller_node(ros_graph, 'fpc')
     spec = next(s for s in describe('robot', {
         'namespace': NS, 'command_interface': 'float64_multi_array', 'controller': 'fpc',
         'command_joints': ','.join(command_joints)}, SHARE) if s.name == 'trajectory_server')
     with pytest.raises(AssertionError, match='exited with status 2') as err:
         launcher.start_spec(spec, timeout=60.0)
     assert "parameter 'command_joints'" in str(err.value)
+    assert "disagrees with controller 'fpc'" in str(err.value)
+
+
+@pytest.mark.parametrize('controller_joints', [JOINTS[:-1], JOINTS + ['extra_joint'], None])
+def test_executor_refuses_a_controller_whose_joints_are_not_its_own_or_that_is_absent(
+        ros_graph, launcher, controller_joints):
+    """Issue 24.7: the command order comes from the controller node's `joints`: a controller
+    for another set of joints, or no controller answering, refuses to start (status 2,
+    naming the problem), never a guessed order."""
+    if controller_joints is not None:
+        controller_node(ros_graph, 'fpc', controller_joints)
+    spec = next(s for s in describe('robot', {
+        'namespace': NS, 'command_interface': 'float64_multi_array', 'controller': 'fpc'},
+        SHARE) if s.name == 'trajectory_server')
+    if controller_joints is None:      # nobody will answer: do not wait the default 10 s
+        spec = dataclasses.replace(spec, overrides={**spec.overrides, 'controller_timeout': 2.0})
+    with pytest.raises(AssertionError, match='exited with status 2') as err:
+        launcher.start_spec(spec, timeout=60.0)
+    if controller_joints is None:
+        assert "no controller 'fpc' answered" in str(err.value)
+    else:
+        assert "parameter 'command_joints'" in str(err.value)   # command_order's refusal
