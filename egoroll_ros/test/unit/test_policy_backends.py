@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 import pickle
 import stat
@@ -110,6 +111,29 @@ def test_act_refuses_missing_normalisation_and_misfit_weights(tmp_path, act_ckpt
     (other / 'config.json').write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match='do not fit'):
         act.ActPolicy.load(other)
+
+
+@pytest.mark.parametrize('change', ['missing', 'extra'])
+def test_a_weights_file_with_a_missing_or_an_extra_tensor_is_refused(tmp_path, act_ckpt,
+                                                                    change):
+    """Issue 24.8: weights load strictly: a tensor the model needs that the file lacks (it
+    would keep its random initialisation), or one the model does not have (weights of another
+    architecture), refuses the checkpoint naming the tensor."""
+    from safetensors.torch import load_file, save_file
+
+    bad = tmp_path / 'bad'
+    shutil.copytree(act_ckpt.path, bad)
+    tensors = load_file(str(bad / 'model.safetensors'))
+    name = sorted(tensors)[0]
+    if change == 'missing':
+        del tensors[name]
+    else:
+        name = 'head.unexpected_weight'
+        tensors[name] = torch.zeros(3)
+    save_file(tensors, str(bad / 'model.safetensors'))
+    with pytest.raises(CheckpointError, match='do not fit') as err:
+        act.ActPolicy.load(bad)
+    assert name in str(err.value)
 
 
 def test_planted_pickle_is_never_unpickled(tmp_path):
