@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 import pickle
+import shutil
 import stat
 
 import numpy as np
