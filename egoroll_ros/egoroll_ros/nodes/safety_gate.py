@@ -155,6 +155,11 @@ class SafetyGate(Node):
         # the heartbeat, the joy and joint_states timeouts or the stall detection.
         self.create_timer(p['watchdog_period'], self._watchdog,
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
+        # A joint_states stream that went silent with its publisher matched is subscribed to
+        # again (ros/joint_states.py); the state stays stale meanwhile.
+        self.create_timer(0.5, lambda: self._joint_states.revive(
+            max(1.0, 2.0 * self.config.max_joint_state_age)),
+            clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._diag = DiagnosticsUpdater(self, p['diagnostics_period'], timer=True)
         self._diag.add('safety gate', self._diagnostics)
 

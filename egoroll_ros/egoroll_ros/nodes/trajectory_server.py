@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rclpy.task import Future
@@ -313,7 +314,11 @@ class TrajectoryServer(Node):
         self._diagnostics.add('executor', self._executor_status)
         self._joint_states = VettedJointStates(self, self.config.joints, self._on_joint_states,
                                                lambda _vetting: None, qos_profile_sensor_data)
-        self._state_sub = self._joint_states.subscription
+        # A stream that went silent with its publisher matched is subscribed to again (a
+        # SIGSTOP of this process can leave the reader behind: ros/joint_states.py).
+        silent = max(1.0, 2.0 * self.config.state_timeout)
+        self.create_timer(0.5, lambda: self._joint_states.revive(silent),
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._gate_model_hash: str | None = None    # the latest honoured heartbeat's
         self._heartbeat_sub = self.create_subscription(
             InterlockHeartbeat, 'safety/heartbeat', self._on_heartbeat,

@@ -22,6 +22,8 @@ from egoroll_ros.core.types import JointStateData
 from egoroll_ros.errors import TrajectoryError
 from egoroll_ros.ros.convert import joint_state_from_msg
 
+#: s between two resubscriptions of a silent stream (:meth:`VettedJointStates.revive`).
+REVIVE_INTERVAL = 5.0
 #: Whether this rclpy tells a callback which publisher sent a message.
 WRITER_IDS = hasattr(Subscription, 'CallbackType')
 
@@ -64,14 +66,19 @@ class VettedJointStates:
         else:
             def callback(msg: JointState) -> None:
                 self._take(msg, None)
+        self._callback, self._qos, self._group = callback, qos, callback_group
         self.subscription = node.create_subscription(JointState, 'joint_states', callback, qos,
                                                      callback_group=callback_group)
+        self.last_taken = time.monotonic()     # steady time a message last arrived
+        self.resubscribed = 0
+        self._revived = float('-inf')
         if not WRITER_IDS:
             node.get_logger().warning(
                 'this rclpy does not say which publisher sent a message: a second publisher '
                 'of joint_states is not detected (check joint_states_second_publisher off)')
 
     def _take(self, msg: JointState, writer: Hashable | None) -> None:
+        self.last_taken = time.monotonic()
         try:
             js = joint_state_from_msg(msg, received=time.monotonic())
         except TrajectoryError as exc:
@@ -97,10 +104,34 @@ class VettedJointStates:
             self._on_refused(verdict)
         return verdict
 
+    def revive(self, silent_for: float) -> bool:
+        """Make a new subscription when nothing has arrived for ``silent_for`` s although a
+        publisher is matched: a reader whose process was stopped (SIGSTOP) or starved can be
+        left behind by the middleware's transport and never deliver again (seen once with a
+        stopped trajectory_server on a loaded machine: fresh joint_states reached the gate,
+        none reached the executor after SIGCONT). The state stays stale meanwhile, so the
+        arm holds; nothing about vetting changes. Returns whether it resubscribed."""
+        now = time.monotonic()
+        if now - self.last_taken < silent_for or now - self._revived < REVIVE_INTERVAL or \
+                self.subscription.get_publisher_count() == 0:
+            return False
+        self._revived = now
+        self._node.get_logger().warning(
+            f'joint_states: nothing arrived for {now - self.last_taken:.1f} s although '
+            f'{self.subscription.get_publisher_count()} publisher(s) are matched: '
+            'subscribing again')
+        self._node.destroy_subscription(self.subscription)
+        self.subscription = self._node.create_subscription(
+            JointState, 'joint_states', self._callback, self._qos, callback_group=self._group)
+        self.last_taken = now
+        self.resubscribed += 1
+        return True
+
     def diagnostics(self) -> list[tuple[str, Any]]:
         """Key/values for /diagnostics."""
         v = self.vetter
         return [('joint_states_refused', v.refused),
                 ('last_joint_states_refusal', v.last_refusal),
                 ('joint_states_publishers_conflict', v.conflict_since is not None),
-                ('joint_states_clock_jumps', v.clock_jumps)]
+                ('joint_states_clock_jumps', v.clock_jumps),
+                ('joint_states_resubscribed', self.resubscribed)]

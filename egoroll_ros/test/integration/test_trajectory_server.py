@@ -96,7 +96,7 @@ class Rig:
             except AssertionError as exc:   # seen once in CI: say where every thread was
                 raise AssertionError(
                     f'{exc}; the server matched '
-                    f'{self.server._state_sub.get_publisher_count()} joint_states '
+                    f'{self.server._joint_states.subscription.get_publisher_count()} joint_states '
                     f'publisher(s); threads:\n{_thread_stacks()}') from None
 
     def start_sim(self):
@@ -778,6 +778,25 @@ def test_a_measured_start_far_from_the_hold_setpoint_is_refused_start_jump(ros_g
     res = rig.run(rig.goal([0.5], [[0.05] * 3]))
     assert res.error_code == R.SUCCESSFUL, res.error_string
     driver.close()
+
+
+def test_a_silent_joint_states_stream_with_its_publisher_matched_is_subscribed_again(
+        ros_graph):
+    """A reader left behind by the transport (seen after a SIGSTOP of this process) would
+    never deliver again: when nothing arrives for 2 x state_timeout while the publisher is
+    still matched, the executor subscribes again (counted in /diagnostics), and the state
+    stays stale meanwhile (goals refused STALE_STATE)."""
+    rig = Rig(ros_graph, server={'state_timeout': 0.5}, start_sim=False)
+    driver = FakeDriver(ros_graph)
+    wait_until(lambda: rig.server.core.measured is not None, 10.0, 'joint_states')
+    driver.close()                                     # silent, still matched
+    res = rig.run(rig.goal([0.5], [[0.0] * 3]))
+    assert res.error_code in (R.STALE_STATE, R.SUCCESSFUL), res.error_string
+    wait_until(lambda: rig.server._joint_states.resubscribed >= 1, 10.0, 'resubscribed')
+    assert dict(rig.server._executor_status().values)['joint_states_resubscribed'] >= 1
+    driver.timer = driver.node.create_timer(0.01, driver._publish)     # it speaks again
+    wait_until(lambda: time.monotonic() - rig.server.core.measured.received < 0.1, 10.0,
+               'joint_states through the new subscription')
 
 
 @pytest.mark.safety
