@@ -69,7 +69,7 @@ from egoroll_ros.ros.convert import (
 )
 from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, TaskStatus
 from egoroll_ros.ros.gate_params import PARAMS
-from egoroll_ros.ros.joint_states import VettedJointStates
+from egoroll_ros.ros.joint_states import WRITER_IDS, VettedJointStates
 from egoroll_ros.ros.markers import path_marker
 from egoroll_ros.ros.params import declare_params, watch_live
 from egoroll_ros.ros.robot_models import RobotModelProvider
@@ -670,6 +670,8 @@ class SafetyGate(Node):
             off['quest_estop'] = 'estop_button is -1 (no e-stop on quest/joy)'
         if p['stall_timeout'] <= 0.0:
             off['stall'] = 'stall_timeout is 0'
+        if not WRITER_IDS:
+            off['joint_states_second_publisher'] = 'this rclpy gives no publisher id'
         return off
 
     def close(self) -> None:

@@ -82,7 +82,7 @@ from egoroll_ros.ros.convert import (
     trajectory_from_msg,
 )
 from egoroll_ros.ros.diagnostics import ERROR, OK, WARN, DiagnosticsUpdater, TaskStatus
-from egoroll_ros.ros.joint_states import VettedJointStates
+from egoroll_ros.ros.joint_states import WRITER_IDS, VettedJointStates
 from egoroll_ros.ros.params import Param, declare_params, per_joint
 from egoroll_ros.ros.robot_models import RobotModelProvider
 from egoroll_ros.ros.runner import run_node, wake_executor
@@ -354,6 +354,8 @@ class TrajectoryServer(Node):
             self._checks_off.append('allowed_sources')
         if self.interface != 'joint_state' and not self._controller_joints:
             self._checks_off.append('controller_joints')
+        if not WRITER_IDS:
+            self._checks_off.append('joint_states_second_publisher')
         for name, what in (('path_tolerance', 'tracking error while executing'),
                            ('goal_tolerance', "the position reached at a goal's end")):
             unchecked = [j for i, j in enumerate(joints) if not p[name] or not p[name][i]]

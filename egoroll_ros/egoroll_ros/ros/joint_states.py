@@ -13,6 +13,7 @@ from collections.abc import Callable, Hashable
 import time
 from typing import Any
 
+from rclpy import subscription as rclpy_subscription
 from rclpy.node import Node
 from rclpy.subscription import Subscription
 from sensor_msgs.msg import JointState
@@ -24,8 +25,11 @@ from egoroll_ros.ros.convert import joint_state_from_msg
 
 #: s between two resubscriptions of a silent stream (:meth:`VettedJointStates.revive`).
 REVIVE_INTERVAL = 5.0
-#: Whether this rclpy tells a callback which publisher sent a message.
-WRITER_IDS = hasattr(Subscription, 'CallbackType')
+#: Whether this rclpy tells a callback which publisher sent a message: its MessageInfo
+#: carries ``publisher_gid`` (newer rclpy; the Humble and Jazzy releases give only the
+#: timestamps, and there the second-publisher check is off, logged and listed).
+WRITER_IDS = hasattr(Subscription, 'CallbackType') and 'publisher_gid' in getattr(
+    getattr(rclpy_subscription, 'MessageInfo', None), '__annotations__', {})
 
 
 def _writer(info: Any) -> Hashable | None:
@@ -75,7 +79,7 @@ class VettedJointStates:
         if not WRITER_IDS:
             node.get_logger().warning(
                 'this rclpy does not say which publisher sent a message: a second publisher '
-                'of joint_states is not detected (check joint_states_second_publisher off)')
+                'of joint_states is not detected (joint_states_second_publisher is off)')
 
     def _take(self, msg: JointState, writer: Hashable | None) -> None:
         self.last_taken = time.monotonic()

@@ -23,6 +23,7 @@ from egoroll_interfaces.msg import ActionChunk, GateVerdict, InterlockHeartbeat
 from egoroll_ros.core.types import Chunk, JointTrajectoryData
 from egoroll_ros.nodes.safety_gate import SafetyGate
 from egoroll_ros.ros.convert import chunk_to_msg
+from egoroll_ros.ros.joint_states import WRITER_IDS
 from egoroll_ros.testing import next_turn, wait_until
 from egoroll_ros.testing.arming import GateArmer
 
@@ -209,14 +210,16 @@ def test_every_check_that_is_off_is_warned_at_start_and_listed_in_diagnostics(ma
     expected = {'jerk_limit', 'ee_rotation_jump', 'ee_translation_jump', 'ee_workspace',
                 'ee_soft_translation', 'ee_hard_translation', 'gripper_range', 'deadman',
                 'quest_link', 'quest_estop'}
-    assert set(listed) == expected, listed
+    no_ids = set() if WRITER_IDS else {'joint_states_second_publisher'}   # this rclpy's
+    assert set(listed) == expected | no_ids, listed
     log = capfd.readouterr().err
     for name in expected - {'deadman', 'quest_link', 'quest_estop'}:
         assert f"check '{name}' is OFF" in log, name
     assert 'require_deadman is false' in log and 'NO e-stop channel' in log
     full = make_rig(ee_workspace_min=[-2.0, -2.0, -2.0], ee_workspace_max=[2.0, 2.0, 2.0],
                     require_deadman=True, estop_button=1, arm=False)
-    assert dict(full.gate._diagnostics().values)['disabled_checks'] == ''
+    assert set(filter(None, dict(full.gate._diagnostics().values)['disabled_checks']
+                      .split(','))) == no_ids
 
 
 def test_accepted_chunk_is_forwarded_with_its_sequence_stamp_and_source(rig):
@@ -486,6 +489,9 @@ def test_a_second_joint_states_publisher_during_a_rollout_latches_the_fault(rig)
     """Issue 24.5: a second publisher of the arm's joints (a joint_state_publisher beside the
     driver) during an armed rollout: neither is believed, the fault latches naming
     joint_states, the running goal is canceled and nothing more is forwarded."""
+    if not WRITER_IDS:
+        pytest.skip('this rclpy gives no publisher id (MessageInfo without publisher_gid): the '
+                    'second-publisher check is off here, as its start-up warning says')
     assert rig.send(1).forwarded
     wait_until(lambda: rig.server.sequences() == [1], 5.0, 'goal 1')
     other = rig.graph.node('joint_state_publisher').create_publisher(
