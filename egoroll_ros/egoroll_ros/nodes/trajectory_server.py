@@ -430,6 +430,7 @@ class TrajectoryServer(Node):
                                           f'ignored: {refused}', throttle_duration_sec=1.0)
                 return
             allowed, state = bool(msg.motion_allowed), msg.state
+            self._gate_model_hash = msg.robot_model_sha256
             mismatch = self._model_mismatch(msg.robot_model_sha256)
             if mismatch is not None:
                 # Never run on other joint limits than the gate checked against: the gate's
@@ -451,7 +452,6 @@ class TrajectoryServer(Node):
         """Why the gate's robot model (its heartbeat's hash) is not this executor's, or None
         when they agree or this executor has no model to compare (then it is not checking
         position limits either, and /diagnostics says so). Caller holds the lock."""
-        self._gate_model_hash = gate_hash
         own = self._models.model_hash
         if not own or gate_hash == own:
             return None

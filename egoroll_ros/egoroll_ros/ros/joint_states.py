@@ -15,7 +15,6 @@ from typing import Any
 
 from rclpy import subscription as rclpy_subscription
 from rclpy.node import Node
-from rclpy.subscription import Subscription
 from sensor_msgs.msg import JointState
 
 from egoroll_ros.core.joint_state_vetting import JointStateVetter, Vetting
@@ -28,8 +27,9 @@ REVIVE_INTERVAL = 5.0
 #: Whether this rclpy tells a callback which publisher sent a message: its MessageInfo
 #: carries ``publisher_gid`` (newer rclpy; the Humble and Jazzy releases give only the
 #: timestamps, and there the second-publisher check is off, logged and listed).
-WRITER_IDS = hasattr(Subscription, 'CallbackType') and 'publisher_gid' in getattr(
-    getattr(rclpy_subscription, 'MessageInfo', None), '__annotations__', {})
+WRITER_IDS = hasattr(rclpy_subscription.Subscription, 'CallbackType') and \
+    'publisher_gid' in getattr(getattr(rclpy_subscription, 'MessageInfo', None),
+                               '__annotations__', {})
 
 
 def _writer(info: Any) -> Hashable | None:
